@@ -1,0 +1,873 @@
+//! Random-access reader.
+//!
+//! Opening reads the tail of the file once (footer, offset tables, column
+//! metadata and the schema usually fit in it) and parses every page's
+//! encoding; after that, any read is planned from metadata alone.
+//!
+//! Every read is a *selection*: sorted row ranges. Per column the selection
+//! is split by page, the byte ranges each page needs are listed, fetched in
+//! one coalesced request set, and decoded; strings and lists need a second
+//! round for their bytes or items. A `take` of scattered rows therefore
+//! reads a few bytes around each row, never whole columns.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, LargeListArray, ListArray, RecordBatch, RecordBatchOptions, StructArray,
+    UInt32Array, make_array, new_empty_array,
+};
+use arrow_buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, try_join_all};
+use futures::stream::{self, Stream, StreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path;
+use prost::Message;
+
+use crate::encoding::Enc;
+use crate::encoding::decode::{
+    Ctx, OffsetRun, apply_dictionary, build_binary, decode_fixed, decode_u64s, fixed_ranges,
+    interpret_offsets, offset_runs, sel_len,
+};
+use crate::encoding::BufferTable;
+use crate::error::{Error, Result};
+use crate::format::{FOOTER_LEN, Footer, TAIL_READ};
+use crate::io::{DEFAULT_COALESCE_GAP, FileIo, IoStats};
+use crate::pb::file as pbf;
+use crate::pb::file::v2 as pb2;
+use crate::schema::{LanceField, LanceSchema};
+
+/// Reader settings.
+#[derive(Debug, Clone)]
+pub struct FileReaderOptions {
+    /// Ranges closer than this are fetched in one request (default 4 KiB).
+    pub coalesce_gap: u64,
+    /// Bytes a scan reads per step (default 16 MiB).
+    pub scan_chunk_bytes: u64,
+}
+
+impl Default for FileReaderOptions {
+    fn default() -> Self {
+        Self {
+            coalesce_gap: DEFAULT_COALESCE_GAP,
+            scan_chunk_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ColumnInfo {
+    name: String,
+    pages: Vec<Enc>,
+    /// Row (value) index where each page starts, plus the total at the end.
+    starts: Vec<u64>,
+    /// For list columns: item index where each page's items start, plus total.
+    item_starts: Vec<u64>,
+    /// Bytes of all page buffers.
+    data_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    column: usize,
+    field: FieldRef,
+    children: Vec<Node>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    io: FileIo,
+    schema: LanceSchema,
+    arrow_schema: SchemaRef,
+    num_rows: u64,
+    columns: Vec<ColumnInfo>,
+    nodes: Vec<Node>,
+    global_buffers: Vec<Range<u64>>,
+    opts: FileReaderOptions,
+}
+
+/// An open Lance 2.0 file. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct FileReader {
+    inner: Arc<Inner>,
+}
+
+fn build_nodes(fields: &[LanceField], next: &mut usize) -> Result<Vec<Node>> {
+    fields
+        .iter()
+        .map(|f| {
+            let column = *next;
+            *next += 1;
+            let children = build_nodes(&f.children, next)?;
+            Ok(Node {
+                column,
+                field: Arc::new(f.to_arrow()?),
+                children,
+            })
+        })
+        .collect()
+}
+
+fn merge_runs(mut runs: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    runs.retain(|r| r.start < r.end);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(runs.len());
+    for r in runs {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Sorted, de-duplicated row indices as runs of consecutive rows.
+pub fn indices_to_runs(sorted: &[u64]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for &i in sorted {
+        match out.last_mut() {
+            Some(last) if last.end == i => last.end += 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
+impl FileReader {
+    /// Opens a file; pass its size if known to save a HEAD request.
+    pub async fn open(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        size: Option<u64>,
+        opts: FileReaderOptions,
+    ) -> Result<Self> {
+        let p = path.to_string();
+        let size = match size {
+            Some(s) => s,
+            None => {
+                store
+                    .head(&path)
+                    .await
+                    .map_err(|source| Error::Io {
+                        path: p.clone(),
+                        source,
+                    })?
+                    .size
+            }
+        };
+        let io = FileIo {
+            store,
+            path,
+            size,
+            coalesce_gap: opts.coalesce_gap,
+            stats: Arc::new(IoStats::default()),
+        };
+        if size < FOOTER_LEN as u64 {
+            return Err(Error::corrupt(
+                &p,
+                format!("file is {size} bytes, too short to hold the 40-byte footer"),
+            ));
+        }
+        let tail_start = size.saturating_sub(TAIL_READ);
+        let mut region_start = tail_start;
+        let mut region = io.read(tail_start..size).await?;
+        let footer = Footer::parse(&p, &region[region.len() - FOOTER_LEN..], size)?;
+        let meta_start = footer.column_meta_start.min(footer.gbo_table_start);
+        if meta_start < region_start {
+            let head = io.read(meta_start..region_start).await?;
+            let mut v = Vec::with_capacity(head.len() + region.len());
+            v.extend_from_slice(&head);
+            v.extend_from_slice(&region);
+            region = Bytes::from(v);
+            region_start = meta_start;
+        }
+        // A slice of the file, from the loaded region or a new read.
+        let region_ref = &region;
+        let get = |r: Range<u64>| {
+            let io = io.clone();
+            async move {
+                if r.start >= region_start && r.end <= size {
+                    Ok(region_ref.slice((r.start - region_start) as usize..(r.end - region_start) as usize))
+                } else {
+                    io.read(r).await
+                }
+            }
+        };
+        let u64s = |b: &[u8]| -> Vec<u64> {
+            b.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let entry_range = |pos: u64, len: u64, what: &str| -> Result<Range<u64>> {
+            match pos.checked_add(len) {
+                Some(end) if end <= size => Ok(pos..end),
+                _ => Err(Error::corrupt(
+                    &p,
+                    format!("{what} at {pos} (+{len} bytes) lies beyond the file ({size} bytes)"),
+                )),
+            }
+        };
+
+        let gbo = u64s(
+            &get(footer.gbo_table_start..footer.gbo_table_start + 16 * footer.num_global_buffers as u64)
+                .await?,
+        );
+        let global_buffers = gbo
+            .chunks_exact(2)
+            .map(|c| entry_range(c[0], c[1], "global buffer"))
+            .collect::<Result<Vec<_>>>()?;
+        let descriptor = pbf::FileDescriptor::decode(get(global_buffers[0].clone()).await?)
+            .map_err(|e| Error::corrupt(&p, format!("file descriptor (global buffer 0): {e}")))?;
+        let pb_schema = descriptor
+            .schema
+            .ok_or_else(|| Error::corrupt(&p, "file descriptor has no schema"))?;
+        let schema = LanceSchema::from_pb(&pb_schema.fields, &pb_schema.metadata)
+            .map_err(|e| relabel(e, &p))?;
+        let arrow_schema = Arc::new(schema.to_arrow().map_err(|e| relabel(e, &p))?);
+        let num_rows = descriptor.length;
+
+        if schema.num_columns() != footer.num_columns as usize {
+            return Err(Error::corrupt(
+                &p,
+                format!(
+                    "schema has {} fields but the footer lists {} columns",
+                    schema.num_columns(),
+                    footer.num_columns
+                ),
+            ));
+        }
+        let mut next = 0;
+        let nodes = build_nodes(&schema.fields, &mut next).map_err(|e| relabel(e, &p))?;
+        let mut names = vec![String::new(); next];
+        fn name_nodes(nodes: &[Node], prefix: &str, names: &mut Vec<String>) {
+            for n in nodes {
+                let name = if prefix.is_empty() {
+                    n.field.name().clone()
+                } else {
+                    format!("{prefix}.{}", n.field.name())
+                };
+                name_nodes(&n.children, &name, names);
+                names[n.column] = name;
+            }
+        }
+        name_nodes(&nodes, "", &mut names);
+
+        let cmo = u64s(
+            &get(footer.cmo_table_start..footer.cmo_table_start + 16 * footer.num_columns as u64)
+                .await?,
+        );
+        let mut columns = Vec::with_capacity(footer.num_columns as usize);
+        for (c, entry) in cmo.chunks_exact(2).enumerate() {
+            let range = entry_range(entry[0], entry[1], "column metadata")?;
+            let meta = pb2::ColumnMetadata::decode(get(range).await?).map_err(|e| {
+                Error::corrupt(&p, format!("metadata of column '{}': {e}", names[c]))
+            })?;
+            let column_bufs = meta
+                .buffer_offsets
+                .iter()
+                .zip(&meta.buffer_sizes)
+                .map(|(o, s)| entry_range(*o, *s, "column buffer"))
+                .collect::<Result<Vec<_>>>()?;
+            let mut pages = Vec::with_capacity(meta.pages.len());
+            let mut starts = vec![0u64];
+            let mut item_starts = vec![0u64];
+            let mut data_bytes = 0;
+            for page in &meta.pages {
+                if page.buffer_offsets.len() != page.buffer_sizes.len() {
+                    return Err(Error::corrupt(
+                        &p,
+                        format!("a page of column '{}' lists unequal buffer offsets and sizes", names[c]),
+                    ));
+                }
+                let bufs = page
+                    .buffer_offsets
+                    .iter()
+                    .zip(&page.buffer_sizes)
+                    .map(|(o, s)| entry_range(*o, *s, "page buffer"))
+                    .collect::<Result<Vec<_>>>()?;
+                data_bytes += page.buffer_sizes.iter().sum::<u64>();
+                let any = match page.encoding.as_ref().and_then(|e| e.location.as_ref()) {
+                    Some(pb2::encoding::Location::Direct(d)) => Bytes::from(d.encoding.clone()),
+                    Some(pb2::encoding::Location::Indirect(d)) => {
+                        get(entry_range(d.buffer_location, d.buffer_length, "page encoding")?).await?
+                    }
+                    _ => {
+                        return Err(Error::corrupt(
+                            &p,
+                            format!("a page of column '{}' has no encoding", names[c]),
+                        ));
+                    }
+                };
+                let enc = Enc::from_any_bytes(
+                    &p,
+                    &any,
+                    &BufferTable {
+                        page: &bufs,
+                        column: &column_bufs,
+                    },
+                )
+                .map_err(|e| relabel_column(e, &p, &names[c]))?;
+                let items = match &enc {
+                    Enc::List { num_items, .. } => *num_items,
+                    _ => 0,
+                };
+                starts.push(starts.last().unwrap().checked_add(page.length).ok_or_else(|| {
+                    Error::corrupt(&p, "page lengths overflow")
+                })?);
+                item_starts.push(item_starts.last().unwrap().saturating_add(items));
+                pages.push(enc);
+            }
+            columns.push(ColumnInfo {
+                name: names[c].clone(),
+                pages,
+                starts,
+                item_starts,
+                data_bytes,
+            });
+        }
+        let inner = Inner {
+            io,
+            schema,
+            arrow_schema,
+            num_rows,
+            columns,
+            nodes,
+            global_buffers,
+            opts,
+        };
+        for n in &inner.nodes {
+            inner.check_lengths(n, num_rows)?;
+        }
+        Ok(FileReader {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Rows in the file.
+    pub fn num_rows(&self) -> u64 {
+        self.inner.num_rows
+    }
+
+    /// The file's Arrow schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.inner.arrow_schema
+    }
+
+    /// The file's Lance schema (with field ids).
+    pub fn lance_schema(&self) -> &LanceSchema {
+        &self.inner.schema
+    }
+
+    /// Requests and bytes read through this reader so far.
+    pub fn io_stats(&self) -> (u64, u64) {
+        self.inner.io.stats.snapshot()
+    }
+
+    /// Size of the file in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.inner.io.size
+    }
+
+    /// Reads global buffer `i` (0 is the file descriptor).
+    pub async fn read_global_buffer(&self, i: usize) -> Result<Bytes> {
+        let r = self.inner.global_buffers.get(i).cloned().ok_or_else(|| {
+            Error::invalid(format!(
+                "global buffer {i} requested; the file has {}",
+                self.inner.global_buffers.len()
+            ))
+        })?;
+        self.inner.io.read(r).await
+    }
+
+    /// Number of global buffers.
+    pub fn num_global_buffers(&self) -> usize {
+        self.inner.global_buffers.len()
+    }
+
+    /// Page data bytes of each top-level column.
+    pub fn column_data_bytes(&self, field: usize) -> u64 {
+        fn sum(inner: &Inner, n: &Node) -> u64 {
+            inner.columns[n.column].data_bytes + n.children.iter().map(|c| sum(inner, c)).sum::<u64>()
+        }
+        self.inner
+            .nodes
+            .get(field)
+            .map_or(0, |n| sum(&self.inner, n))
+    }
+
+    fn projected(&self, projection: Option<&[usize]>) -> Result<(Vec<Node>, SchemaRef)> {
+        let all: Vec<usize>;
+        let proj = match projection {
+            Some(p) => p,
+            None => {
+                all = (0..self.inner.nodes.len()).collect();
+                &all
+            }
+        };
+        let mut nodes = Vec::with_capacity(proj.len());
+        for &i in proj {
+            nodes.push(self.inner.nodes.get(i).cloned().ok_or_else(|| {
+                Error::invalid(format!(
+                    "projection names field {i}; the file has {}",
+                    self.inner.nodes.len()
+                ))
+            })?);
+        }
+        let schema = Arc::new(Schema::new_with_metadata(
+            nodes.iter().map(|n| n.field.clone()).collect::<Vec<_>>(),
+            self.inner.arrow_schema.metadata().clone(),
+        ));
+        Ok((nodes, schema))
+    }
+
+    /// Reads the rows in `sel` (sorted, disjoint ranges) as one batch.
+    pub async fn read_selection(
+        &self,
+        sel: &[Range<u64>],
+        projection: Option<&[usize]>,
+    ) -> Result<RecordBatch> {
+        for w in sel.windows(2) {
+            if w[0].end > w[1].start {
+                return Err(Error::invalid("selection ranges must be sorted and disjoint"));
+            }
+        }
+        if let Some(last) = sel.last()
+            && last.end > self.inner.num_rows
+        {
+            return Err(Error::invalid(format!(
+                "rows up to {} requested from a file of {} rows",
+                last.end, self.inner.num_rows
+            )));
+        }
+        let sel = merge_runs(sel.to_vec());
+        let (nodes, schema) = self.projected(projection)?;
+        let inner = &self.inner;
+        let arrays = try_join_all(nodes.iter().map(|n| inner.read_node(n, sel.clone()))).await?;
+        Ok(RecordBatch::try_new_with_options(
+            schema,
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(sel_len(&sel) as usize)),
+        )?)
+    }
+
+    /// Reads a contiguous row range as one batch.
+    pub async fn read_range(
+        &self,
+        rows: Range<u64>,
+        projection: Option<&[usize]>,
+    ) -> Result<RecordBatch> {
+        self.read_selection(&[rows], projection).await
+    }
+
+    /// Takes rows by index (any order, repeats allowed), decoding only the
+    /// pages and byte ranges those rows need.
+    pub async fn take(&self, indices: &[u64], projection: Option<&[usize]>) -> Result<RecordBatch> {
+        let mut sorted = indices.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if let Some(&last) = sorted.last()
+            && last >= self.inner.num_rows
+        {
+            return Err(Error::invalid(format!(
+                "row {last} requested from a file of {} rows",
+                self.inner.num_rows
+            )));
+        }
+        let batch = self
+            .read_selection(&indices_to_runs(&sorted), projection)
+            .await?;
+        if sorted.as_slice() == indices {
+            return Ok(batch);
+        }
+        let positions = UInt32Array::from_iter_values(
+            indices
+                .iter()
+                .map(|i| sorted.binary_search(i).unwrap() as u32),
+        );
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c, &positions, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new_with_options(
+            batch.schema(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(indices.len())),
+        )?)
+    }
+
+    /// Scans `rows` as a stream of batches of at most `batch_size` rows.
+    /// Each step reads about `scan_chunk_bytes` with one request per page
+    /// buffer; the next step is fetched while the current one is consumed.
+    pub fn scan(
+        &self,
+        rows: Range<u64>,
+        projection: Option<&[usize]>,
+        batch_size: usize,
+    ) -> Result<impl Stream<Item = Result<RecordBatch>> + Send + 'static> {
+        let batch_size = batch_size.max(1) as u64;
+        let (nodes, _) = self.projected(projection)?;
+        let proj: Vec<usize> = match projection {
+            Some(p) => p.to_vec(),
+            None => (0..self.inner.nodes.len()).collect(),
+        };
+        if rows.end > self.inner.num_rows || rows.start > rows.end {
+            return Err(Error::invalid(format!(
+                "scan of rows {}..{} from a file of {} rows",
+                rows.start, rows.end, self.inner.num_rows
+            )));
+        }
+        let bytes: u64 = nodes
+            .iter()
+            .map(|n| self.column_data_bytes(proj[nodes.iter().position(|m| m.column == n.column).unwrap()]))
+            .sum();
+        let row_bytes = (bytes / self.inner.num_rows.max(1)).max(1);
+        let chunk = (self.inner.opts.scan_chunk_bytes / row_bytes).max(batch_size);
+        let chunk = chunk / batch_size * batch_size;
+        let chunks: Vec<Range<u64>> = (rows.start..rows.end)
+            .step_by(chunk as usize)
+            .map(|s| s..(s + chunk).min(rows.end))
+            .collect();
+        let reader = self.clone();
+        Ok(stream::iter(chunks)
+            .map(move |r| {
+                let reader = reader.clone();
+                let proj = proj.clone();
+                async move { reader.read_selection(&[r], Some(&proj)).await }
+            })
+            .buffered(2)
+            .flat_map(move |res| {
+                let batches: Vec<Result<RecordBatch>> = match res {
+                    Ok(b) => (0..b.num_rows())
+                        .step_by(batch_size as usize)
+                        .map(|s| Ok(b.slice(s, (batch_size as usize).min(b.num_rows() - s))))
+                        .collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                stream::iter(batches)
+            }))
+    }
+}
+
+fn relabel(e: Error, path: &str) -> Error {
+    match e {
+        Error::Corrupt { message, .. } => Error::corrupt(path, message),
+        Error::Unsupported { message, .. } => Error::unsupported(path, message),
+        e => e,
+    }
+}
+
+fn relabel_column(e: Error, path: &str, column: &str) -> Error {
+    match e {
+        Error::Corrupt { message, .. } => Error::corrupt(path, format!("column '{column}': {message}")),
+        Error::Unsupported { message, .. } => {
+            Error::unsupported(path, format!("column '{column}': {message}"))
+        }
+        e => e,
+    }
+}
+
+/// How a leaf page is read.
+enum LeafPlan {
+    Fixed,
+    BinaryFull,
+    BinaryPartial,
+    Dictionary,
+}
+
+enum Step {
+    Done(ArrayRef),
+    Bytes {
+        runs: Vec<OffsetRun>,
+        ranges: Vec<Range<u64>>,
+    },
+}
+
+fn bytes_buffer(enc: &Enc, ctx: &Ctx) -> Result<Range<u64>> {
+    match enc {
+        Enc::Flat { bits: 8, buf } => Ok(buf.clone()),
+        _ => Err(ctx.unsupported("binary bytes not stored as Flat(8 bits)")),
+    }
+}
+
+impl Inner {
+    fn ctx<'a>(&'a self, column: usize) -> Ctx<'a> {
+        Ctx {
+            path: self.io.path.as_ref(),
+            column: &self.columns[column].name,
+        }
+    }
+
+    /// Checks that page lengths add up along the schema tree.
+    fn check_lengths(&self, node: &Node, rows: u64) -> Result<()> {
+        let col = &self.columns[node.column];
+        let have = *col.starts.last().unwrap();
+        if have != rows {
+            return Err(self.ctx(node.column).corrupt(format!(
+                "pages hold {have} values but {rows} are expected"
+            )));
+        }
+        match node.field.data_type() {
+            DataType::List(_) | DataType::LargeList(_) => {
+                for p in &col.pages {
+                    if !matches!(p, Enc::List { .. } | Enc::AllNull) {
+                        return Err(self.ctx(node.column).corrupt(format!(
+                            "list column page encoded as {}",
+                            crate::encoding::decode::enc_name(p)
+                        )));
+                    }
+                }
+                self.check_lengths(&node.children[0], *col.item_starts.last().unwrap())
+            }
+            DataType::Struct(_) => {
+                for c in &node.children {
+                    self.check_lengths(c, rows)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Splits a column-level selection into page-local selections.
+    fn split(&self, column: usize, sel: &[Range<u64>]) -> Vec<(usize, Vec<Range<u64>>)> {
+        let starts = &self.columns[column].starts;
+        let mut out: Vec<(usize, Vec<Range<u64>>)> = Vec::new();
+        let mut p = 0;
+        for r in sel {
+            let mut s = r.start;
+            while s < r.end {
+                while starts[p + 1] <= s {
+                    p += 1;
+                }
+                let e = r.end.min(starts[p + 1]);
+                let local = s - starts[p]..e - starts[p];
+                match out.last_mut() {
+                    Some((lp, v)) if *lp == p => v.push(local),
+                    _ => out.push((p, vec![local])),
+                }
+                s = e;
+            }
+        }
+        out
+    }
+
+    fn read_node<'a>(&'a self, node: &'a Node, sel: Vec<Range<u64>>) -> BoxFuture<'a, Result<ArrayRef>> {
+        async move {
+            let dt = node.field.data_type();
+            if sel.is_empty() {
+                return Ok(new_empty_array(dt));
+            }
+            match dt {
+                DataType::Struct(fields) => {
+                    let n = sel_len(&sel) as usize;
+                    if node.children.is_empty() {
+                        return Ok(Arc::new(StructArray::new_empty_fields(n, None)) as ArrayRef);
+                    }
+                    let children =
+                        try_join_all(node.children.iter().map(|c| self.read_node(c, sel.clone())))
+                            .await?;
+                    Ok(Arc::new(StructArray::try_new(fields.clone(), children, None)?) as ArrayRef)
+                }
+                DataType::List(item) | DataType::LargeList(item) => {
+                    self.read_list(node, item.clone(), sel).await
+                }
+                _ => self.read_leaf(node.column, dt, &sel).await,
+            }
+        }
+        .boxed()
+    }
+
+    async fn read_list(&self, node: &Node, item: Arc<Field>, sel: Vec<Range<u64>>) -> Result<ArrayRef> {
+        let column = node.column;
+        let ctx = self.ctx(column);
+        let info = &self.columns[column];
+        let parts = self.split(column, &sel);
+        let mut ranges = Vec::new();
+        for (p, s) in &parts {
+            if let Enc::List { offsets, .. } = &info.pages[*p] {
+                fixed_ranges(offsets, &offset_runs(s), &ctx, &mut ranges)?;
+            }
+        }
+        let fetched = self.io.read_ranges(&ranges).await?;
+        let mut it = fetched.into_iter();
+        let mut lengths: Vec<u64> = Vec::with_capacity(sel_len(&sel) as usize);
+        let mut validity: Vec<bool> = Vec::with_capacity(lengths.capacity());
+        let mut any_null = false;
+        let mut item_sel = Vec::new();
+        for (p, s) in &parts {
+            match &info.pages[*p] {
+                Enc::List {
+                    offsets,
+                    null_adj,
+                    num_items,
+                } => {
+                    let offs = decode_u64s(offsets, &offset_runs(s), &ctx, &mut it)?;
+                    let runs = interpret_offsets(s, &offs, *null_adj, *num_items, &ctx)?;
+                    let base = info.item_starts[*p];
+                    for run in runs {
+                        item_sel.push(base + run.items.start..base + run.items.end);
+                        match &run.validity {
+                            Some(v) => {
+                                any_null = true;
+                                validity.extend_from_slice(v)
+                            }
+                            None => validity.extend(std::iter::repeat_n(true, run.lengths.len())),
+                        }
+                        lengths.extend_from_slice(&run.lengths);
+                    }
+                }
+                _ => {
+                    let n = sel_len(s) as usize;
+                    any_null = true;
+                    lengths.extend(std::iter::repeat_n(0, n));
+                    validity.extend(std::iter::repeat_n(false, n));
+                }
+            }
+        }
+        let values = self.read_node(&node.children[0], merge_runs(item_sel)).await?;
+        let nulls = any_null.then(|| NullBuffer::new(BooleanBuffer::from(validity)));
+        Ok(match node.field.data_type() {
+            DataType::List(_) => {
+                let total: u64 = lengths.iter().sum();
+                if total > i32::MAX as u64 {
+                    return Err(Error::invalid(format!(
+                        "column '{}': {total} list items in one read exceed i32 offsets",
+                        info.name
+                    )));
+                }
+                let offsets = OffsetBuffer::<i32>::from_lengths(lengths.iter().map(|l| *l as usize));
+                Arc::new(ListArray::try_new(item, offsets, values, nulls)?) as ArrayRef
+            }
+            _ => {
+                let offsets = OffsetBuffer::<i64>::from_lengths(lengths.iter().map(|l| *l as usize));
+                Arc::new(LargeListArray::try_new(item, offsets, values, nulls)?) as ArrayRef
+            }
+        })
+    }
+
+    async fn read_leaf(&self, column: usize, dt: &DataType, sel: &[Range<u64>]) -> Result<ArrayRef> {
+        let ctx = self.ctx(column);
+        let info = &self.columns[column];
+        let parts = self.split(column, sel);
+        let page_rows = |p: usize| info.starts[p + 1] - info.starts[p];
+
+        // Step 1: fixed data, string offsets (or whole small string pages), dictionaries.
+        let mut ranges = Vec::new();
+        let mut plans = Vec::with_capacity(parts.len());
+        for (p, s) in &parts {
+            let plan = match &info.pages[*p] {
+                Enc::Binary { indices, bytes, .. } => {
+                    let rows = page_rows(*p);
+                    if sel_len(s) == rows {
+                        fixed_ranges(indices, &[0..rows], &ctx, &mut ranges)?;
+                        ranges.push(bytes_buffer(bytes, &ctx)?);
+                        LeafPlan::BinaryFull
+                    } else {
+                        fixed_ranges(indices, &offset_runs(s), &ctx, &mut ranges)?;
+                        LeafPlan::BinaryPartial
+                    }
+                }
+                Enc::Dictionary {
+                    indices,
+                    items,
+                    num_items,
+                } => {
+                    fixed_ranges(indices, s, &ctx, &mut ranges)?;
+                    let Enc::Binary {
+                        indices: ii,
+                        bytes: ib,
+                        ..
+                    } = items.as_ref()
+                    else {
+                        return Err(ctx.unsupported("dictionary items that are not Binary"));
+                    };
+                    fixed_ranges(ii, &[0..*num_items], &ctx, &mut ranges)?;
+                    ranges.push(bytes_buffer(ib, &ctx)?);
+                    LeafPlan::Dictionary
+                }
+                enc => {
+                    fixed_ranges(enc, s, &ctx, &mut ranges)?;
+                    LeafPlan::Fixed
+                }
+            };
+            plans.push(plan);
+        }
+        let fetched = self.io.read_ranges(&ranges).await?;
+        let mut it = fetched.into_iter();
+        let mut steps = Vec::with_capacity(parts.len());
+        for ((p, s), plan) in parts.iter().zip(&plans) {
+            let enc = &info.pages[*p];
+            let step = match (plan, enc) {
+                (LeafPlan::Fixed, enc) => Step::Done(make_array(decode_fixed(enc, s, dt, &ctx, &mut it)?)),
+                (LeafPlan::BinaryFull, Enc::Binary { indices, null_adj, .. }) => {
+                    let rows = page_rows(*p);
+                    let offs = decode_u64s(indices, &[0..rows], &ctx, &mut it)?;
+                    let bytes = it.next().unwrap_or_default();
+                    let runs = interpret_offsets(&[0..rows], &offs, *null_adj, bytes.len() as u64, &ctx)?;
+                    let run = &runs[0];
+                    let data = bytes.slice(run.items.start as usize..run.items.end as usize);
+                    Step::Done(make_array(build_binary(dt, &runs, &[data])?))
+                }
+                (LeafPlan::BinaryPartial, Enc::Binary { indices, bytes, null_adj }) => {
+                    let buf = bytes_buffer(bytes, &ctx)?;
+                    let offs = decode_u64s(indices, &offset_runs(s), &ctx, &mut it)?;
+                    let runs = interpret_offsets(s, &offs, *null_adj, buf.end - buf.start, &ctx)?;
+                    let ranges = runs
+                        .iter()
+                        .map(|r| buf.start + r.items.start..buf.start + r.items.end)
+                        .collect();
+                    Step::Bytes { runs, ranges }
+                }
+                (LeafPlan::Dictionary, Enc::Dictionary { indices, items, num_items }) => {
+                    let idx = decode_u64s(indices, s, &ctx, &mut it)?;
+                    let Enc::Binary { indices: ii, null_adj, .. } = items.as_ref() else {
+                        unreachable!("checked when planning")
+                    };
+                    let offs = decode_u64s(ii, &[0..*num_items], &ctx, &mut it)?;
+                    let bytes = it.next().unwrap_or_default();
+                    let runs = interpret_offsets(&[0..*num_items], &offs, *null_adj, bytes.len() as u64, &ctx)?;
+                    let run = &runs[0];
+                    let data = bytes.slice(run.items.start as usize..run.items.end as usize);
+                    let items = make_array(build_binary(dt, &runs, &[data])?);
+                    Step::Done(make_array(apply_dictionary(items, &idx, &ctx)?))
+                }
+                _ => unreachable!("plan matches encoding"),
+            };
+            steps.push(step);
+        }
+
+        // Step 2: string bytes.
+        let ranges: Vec<Range<u64>> = steps
+            .iter()
+            .flat_map(|s| match s {
+                Step::Bytes { ranges, .. } => ranges.clone(),
+                Step::Done(_) => vec![],
+            })
+            .collect();
+        let mut fetched = self.io.read_ranges(&ranges).await?.into_iter();
+        let mut arrays = Vec::with_capacity(steps.len());
+        for step in steps {
+            arrays.push(match step {
+                Step::Done(a) => a,
+                Step::Bytes { runs, ranges } => {
+                    let data: Vec<Bytes> = (&mut fetched).take(ranges.len()).collect();
+                    make_array(build_binary(dt, &runs, &data)?)
+                }
+            });
+        }
+        if arrays.len() == 1 {
+            return Ok(arrays.pop().unwrap());
+        }
+        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        Ok(arrow_select::concat::concat(&refs)?)
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send + Sync>() {}
+    is_send::<FileReader>();
+    let _ = ScalarBuffer::<u8>::from(vec![]);
+}

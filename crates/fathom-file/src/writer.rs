@@ -1,0 +1,560 @@
+//! Streaming writer: RecordBatches in, one Lance 2.0 file out.
+//!
+//! Each column buffers its values until they reach the page size target
+//! (8 MiB by default), then encodes a page and writes its buffers at once,
+//! so memory stays at about one page per column whatever the row count.
+//! Pending values are copied out of the caller's batches, so holding a few
+//! rows never pins a whole batch. `finish` writes the file descriptor
+//! (global buffer 0), the column metadata, the offset tables and the footer.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, make_array};
+use arrow_data::transform::MutableArrayData;
+use arrow_schema::{DataType, Schema, SchemaRef};
+use object_store::ObjectStore;
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use prost::Message;
+use tokio::io::AsyncWriteExt;
+
+use crate::encoding::encode::{self, EncodedPage};
+use crate::error::{Error, Result};
+use crate::format::{COLUMN_ENCODING_URL, Footer, PAD_BYTE, PAGE_ALIGN, V2_0_FOOTER};
+use crate::pb::encodings as pbe;
+use crate::pb::file as pbf;
+use crate::pb::file::v2 as pb2;
+use crate::schema::{LanceField, LanceSchema};
+
+/// Writer settings.
+#[derive(Debug, Clone)]
+pub struct FileWriterOptions {
+    /// Target bytes per page and column (default 8 MiB).
+    pub page_size_bytes: usize,
+    /// Write low-cardinality string pages as dictionaries (default true).
+    pub dictionary: bool,
+}
+
+impl Default for FileWriterOptions {
+    fn default() -> Self {
+        Self {
+            page_size_bytes: 8 * 1024 * 1024,
+            dictionary: true,
+        }
+    }
+}
+
+/// What `finish` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub num_rows: u64,
+    pub size_bytes: u64,
+}
+
+/// Bytes a slice of an array would take once encoded (roughly).
+fn encoded_size(arr: &dyn Array) -> usize {
+    let n = arr.len();
+    let validity = if arr.null_count() > 0 { n.div_ceil(8) } else { 0 };
+    let data = match arr.data_type() {
+        DataType::Utf8 | DataType::Binary => {
+            let o = arr.to_data().buffers()[0].typed_data::<i32>()[arr.offset()..=arr.offset() + n]
+                .to_vec();
+            (o[n] - o[0]) as usize + 8 * n
+        }
+        DataType::LargeUtf8 | DataType::LargeBinary => {
+            let d = arr.to_data();
+            let o = &d.buffers()[0].typed_data::<i64>()[arr.offset()..=arr.offset() + n];
+            (o[n] - o[0]) as usize + 8 * n
+        }
+        DataType::Boolean => n.div_ceil(8),
+        dt => fixed_row_bytes(dt) * n,
+    };
+    validity + data
+}
+
+fn fixed_row_bytes(dt: &DataType) -> usize {
+    match dt {
+        DataType::FixedSizeList(f, d) => fixed_row_bytes(f.data_type()) * *d as usize,
+        DataType::FixedSizeBinary(w) => *w as usize,
+        dt => dt.primitive_width().unwrap_or(1),
+    }
+}
+
+/// A deep copy of an array slice, so the caller's buffers are not retained.
+fn compact(arr: &ArrayRef) -> ArrayRef {
+    let data = arr.to_data();
+    let mut m = MutableArrayData::new(vec![&data], false, arr.len());
+    m.try_extend(0, 0, arr.len())
+        .expect("copying a slice of itself cannot overflow");
+    make_array(m.freeze())
+}
+
+/// Per-column encoder state, a tree mirroring the schema.
+enum ColumnEncoder {
+    Leaf {
+        column: usize,
+        name: String,
+        pending: Vec<ArrayRef>,
+        pending_bytes: usize,
+    },
+    List {
+        column: usize,
+        lengths: Vec<u64>,
+        validity: Vec<bool>,
+        child: Box<ColumnEncoder>,
+    },
+    Struct {
+        column: usize,
+        name: String,
+        rows: u64,
+        children: Vec<ColumnEncoder>,
+    },
+}
+
+type Out = Vec<(usize, EncodedPage)>;
+
+impl ColumnEncoder {
+    fn new(field: &LanceField, next_column: &mut usize) -> Result<Self> {
+        let column = *next_column;
+        *next_column += 1;
+        let dt = field.data_type()?;
+        Ok(match dt {
+            DataType::Struct(_) => ColumnEncoder::Struct {
+                column,
+                name: field.name.clone(),
+                rows: 0,
+                children: field
+                    .children
+                    .iter()
+                    .map(|c| ColumnEncoder::new(c, next_column))
+                    .collect::<Result<_>>()?,
+            },
+            DataType::List(_) | DataType::LargeList(_) => ColumnEncoder::List {
+                column,
+                lengths: vec![],
+                validity: vec![],
+                child: Box::new(ColumnEncoder::new(&field.children[0], next_column)?),
+            },
+            _ => ColumnEncoder::Leaf {
+                column,
+                name: field.name.clone(),
+                pending: vec![],
+                pending_bytes: 0,
+            },
+        })
+    }
+
+    fn push(&mut self, arr: &ArrayRef, opts: &FileWriterOptions, out: &mut Out) -> Result<()> {
+        match self {
+            ColumnEncoder::Leaf { .. } => {
+                let mut rest = arr.clone();
+                while !rest.is_empty() {
+                    let ColumnEncoder::Leaf {
+                        pending,
+                        pending_bytes,
+                        ..
+                    } = self
+                    else {
+                        unreachable!()
+                    };
+                    let size = encoded_size(rest.as_ref()).max(1);
+                    let room = opts.page_size_bytes.saturating_sub(*pending_bytes).max(1);
+                    let take = if size <= room {
+                        rest.len()
+                    } else {
+                        // Rows that fit the room left, at the slice's average width.
+                        ((room as u128 * rest.len() as u128 / size as u128) as usize).max(1)
+                    };
+                    let piece = rest.slice(0, take);
+                    *pending_bytes += encoded_size(piece.as_ref());
+                    pending.push(compact(&piece));
+                    rest = rest.slice(take, rest.len() - take);
+                    if *pending_bytes >= opts.page_size_bytes {
+                        self.flush(opts, out)?;
+                    }
+                }
+            }
+            ColumnEncoder::List {
+                lengths,
+                validity,
+                child,
+                ..
+            } => {
+                let (offsets, values): (Vec<u64>, ArrayRef) = match arr.data_type() {
+                    DataType::List(_) => {
+                        let l = arr.as_list::<i32>();
+                        (l.value_offsets().iter().map(|o| *o as u64).collect(), l.values().clone())
+                    }
+                    _ => {
+                        let l = arr.as_list::<i64>();
+                        (l.value_offsets().iter().map(|o| *o as u64).collect(), l.values().clone())
+                    }
+                };
+                for i in 0..arr.len() {
+                    lengths.push(offsets[i + 1] - offsets[i]);
+                    validity.push(arr.is_valid(i));
+                }
+                let (first, last) = (offsets[0] as usize, offsets[arr.len()] as usize);
+                child.push(&values.slice(first, last - first), opts, out)?;
+                if lengths.len() * 8 >= opts.page_size_bytes {
+                    self.flush(opts, out)?;
+                }
+            }
+            ColumnEncoder::Struct {
+                rows,
+                children,
+                name,
+                ..
+            } => {
+                if arr.null_count() > 0 {
+                    return Err(Error::invalid(format!(
+                        "struct column '{name}' has {} null rows; Lance file format 2.0 does not \
+                         store struct validity (make the struct's fields null instead)",
+                        arr.null_count()
+                    )));
+                }
+                let s = arr.as_struct();
+                *rows += s.len() as u64;
+                for (c, col) in children.iter_mut().zip(s.columns()) {
+                    c.push(col, opts, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is pending as a page (not recursing into children).
+    fn flush(&mut self, opts: &FileWriterOptions, out: &mut Out) -> Result<()> {
+        match self {
+            ColumnEncoder::Leaf {
+                column,
+                pending,
+                pending_bytes,
+                name,
+            } => {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let arr = if pending.len() == 1 {
+                    pending.pop().unwrap()
+                } else {
+                    let refs: Vec<&dyn Array> = pending.iter().map(|a| a.as_ref()).collect();
+                    let a = arrow_select::concat::concat(&refs)?;
+                    pending.clear();
+                    a
+                };
+                *pending_bytes = 0;
+                let page = encode::encode_leaf(&arr, opts.dictionary).map_err(|e| {
+                    Error::invalid(format!("column '{name}': {e}"))
+                })?;
+                out.push((*column, page));
+            }
+            ColumnEncoder::List {
+                column,
+                lengths,
+                validity,
+                ..
+            } => {
+                if !lengths.is_empty() {
+                    out.push((*column, encode::encode_list_offsets(lengths, validity)));
+                    lengths.clear();
+                    validity.clear();
+                }
+            }
+            ColumnEncoder::Struct { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, opts: &FileWriterOptions, out: &mut Out) -> Result<()> {
+        self.flush(opts, out)?;
+        match self {
+            ColumnEncoder::Leaf { .. } => {}
+            ColumnEncoder::List { child, .. } => child.finish(opts, out)?,
+            ColumnEncoder::Struct {
+                column,
+                rows,
+                children,
+                ..
+            } => {
+                out.push((*column, encode::encode_struct(*rows)));
+                for c in children {
+                    c.finish(opts, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn empty_page(&self) -> EncodedPage {
+        match self {
+            ColumnEncoder::Leaf { .. } => encode::encode_empty_leaf(),
+            ColumnEncoder::List { .. } => encode::encode_list_offsets(&[], &[]),
+            ColumnEncoder::Struct { .. } => encode::encode_struct(0),
+        }
+    }
+
+    fn visit<'a>(&'a self, out: &mut Vec<&'a ColumnEncoder>) {
+        out.push(self);
+        match self {
+            ColumnEncoder::List { child, .. } => child.visit(out),
+            ColumnEncoder::Struct { children, .. } => children.iter().for_each(|c| c.visit(out)),
+            ColumnEncoder::Leaf { .. } => {}
+        }
+    }
+}
+
+/// Writes one Lance 2.0 file.
+pub struct FileWriter {
+    out: BufWriter,
+    path: Path,
+    pos: u64,
+    schema: LanceSchema,
+    arrow_schema: SchemaRef,
+    encoders: Vec<ColumnEncoder>,
+    pages: Vec<Vec<pb2::column_metadata::Page>>,
+    rows: u64,
+    opts: FileWriterOptions,
+}
+
+impl FileWriter {
+    /// A writer for `schema`, field ids assigned 0, 1, 2... in pre-order.
+    pub fn try_new(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        schema: &Schema,
+        opts: FileWriterOptions,
+    ) -> Result<Self> {
+        Self::with_lance_schema(store, path, LanceSchema::from_arrow(schema)?, opts)
+    }
+
+    /// A writer whose file schema carries the given field ids (a dataset's).
+    pub fn with_lance_schema(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        schema: LanceSchema,
+        opts: FileWriterOptions,
+    ) -> Result<Self> {
+        let arrow_schema = Arc::new(schema.to_arrow()?);
+        let mut next_column = 0;
+        let encoders = schema
+            .fields
+            .iter()
+            .map(|f| ColumnEncoder::new(f, &mut next_column))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(FileWriter {
+            out: BufWriter::new(store, path.clone()),
+            path,
+            pos: 0,
+            pages: vec![vec![]; next_column],
+            schema,
+            arrow_schema,
+            encoders,
+            rows: 0,
+            opts,
+        })
+    }
+
+    /// The Arrow schema batches must have.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.arrow_schema
+    }
+
+    /// Rows written so far.
+    pub fn num_rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Bytes written so far (page data only; the metadata comes at `finish`).
+    pub fn bytes_written(&self) -> u64 {
+        self.pos
+    }
+
+    fn check_batch(&self, batch: &RecordBatch) -> Result<()> {
+        let want = self.arrow_schema.fields();
+        let got = batch.schema();
+        if got.fields().len() != want.len() {
+            return Err(Error::invalid(format!(
+                "batch has {} columns, the file schema {}",
+                got.fields().len(),
+                want.len()
+            )));
+        }
+        for (w, g) in want.iter().zip(got.fields()) {
+            if !w.data_type().equals_datatype(g.data_type()) || w.name() != g.name() {
+                return Err(Error::invalid(format!(
+                    "batch column '{}' of type {} does not match the file's column '{}' of type {}",
+                    g.name(),
+                    g.data_type(),
+                    w.name(),
+                    w.data_type()
+                )));
+            }
+            if !w.is_nullable() && g.is_nullable() {
+                // Allowed if the values have no nulls; checked below.
+            }
+        }
+        for (i, w) in want.iter().enumerate() {
+            if !w.is_nullable() && batch.column(i).null_count() > 0 {
+                return Err(Error::invalid(format!(
+                    "column '{}' is not nullable but the batch has {} nulls in it",
+                    w.name(),
+                    batch.column(i).null_count()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a batch.
+    pub async fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.check_batch(batch)?;
+        let mut out = Vec::new();
+        for (enc, col) in self.encoders.iter_mut().zip(batch.columns()) {
+            enc.push(col, &self.opts, &mut out)?;
+        }
+        self.rows += batch.num_rows() as u64;
+        self.write_pages(out).await
+    }
+
+    async fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.out.write_all(b).await.map_err(|e| Error::Io {
+            path: self.path.to_string(),
+            source: object_store::Error::Generic {
+                store: "writer",
+                source: Box::new(e),
+            },
+        })?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+
+    async fn write_pages(&mut self, pages: Out) -> Result<()> {
+        for (column, page) in pages {
+            let mut offsets = Vec::with_capacity(page.buffers.len());
+            let mut sizes = Vec::with_capacity(page.buffers.len());
+            for b in &page.buffers {
+                offsets.push(self.pos);
+                sizes.push(b.len() as u64);
+                self.write_bytes(b).await?;
+                let pad = (PAGE_ALIGN - self.pos % PAGE_ALIGN) % PAGE_ALIGN;
+                if pad > 0 {
+                    self.write_bytes(&vec![PAD_BYTE; pad as usize]).await?;
+                }
+            }
+            let encoding = pb2::Encoding {
+                location: Some(pb2::encoding::Location::Direct(pb2::DirectEncoding {
+                    encoding: page.any_bytes(),
+                })),
+            };
+            self.pages[column].push(pb2::column_metadata::Page {
+                buffer_offsets: offsets,
+                buffer_sizes: sizes,
+                length: page.length,
+                encoding: Some(encoding),
+                priority: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// Flushes every column and writes metadata and footer.
+    pub async fn finish(mut self) -> Result<WrittenFile> {
+        let mut out = Vec::new();
+        for enc in self.encoders.iter_mut() {
+            enc.finish(&self.opts, &mut out)?;
+        }
+        self.write_pages(out).await?;
+        // Every column gets at least one page, as Lance writes them.
+        let mut flat = Vec::new();
+        for e in &self.encoders {
+            e.visit(&mut flat);
+        }
+        let empties: Out = flat
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.pages[*i].is_empty())
+            .map(|(i, e)| (i, e.empty_page()))
+            .collect();
+        self.write_pages(empties).await?;
+
+        // Global buffer 0: the file descriptor.
+        let descriptor = pbf::FileDescriptor {
+            schema: Some(self.schema.to_pb()),
+            length: self.rows,
+        }
+        .encode_to_vec();
+        let gb0 = (self.pos, descriptor.len() as u64);
+        self.write_bytes(&descriptor).await?;
+
+        let column_encoding = pb2::Encoding {
+            location: Some(pb2::encoding::Location::Direct(pb2::DirectEncoding {
+                encoding: prost_types::Any {
+                    type_url: COLUMN_ENCODING_URL.to_string(),
+                    value: pbe::ColumnEncoding {
+                        column_encoding: Some(pbe::column_encoding::ColumnEncoding::Values(
+                            pbe::column_encoding::Values {},
+                        )),
+                    }
+                    .encode_to_vec(),
+                }
+                .encode_to_vec(),
+            })),
+        };
+        let column_meta_start = self.pos;
+        let mut cmo = Vec::new();
+        for pages in std::mem::take(&mut self.pages) {
+            let meta = pb2::ColumnMetadata {
+                encoding: Some(column_encoding.clone()),
+                pages,
+                buffer_offsets: vec![],
+                buffer_sizes: vec![],
+            }
+            .encode_to_vec();
+            cmo.push((self.pos, meta.len() as u64));
+            self.write_bytes(&meta).await?;
+        }
+        let cmo_table_start = self.pos;
+        let mut table = Vec::with_capacity(cmo.len() * 16);
+        for (p, s) in &cmo {
+            table.extend_from_slice(&p.to_le_bytes());
+            table.extend_from_slice(&s.to_le_bytes());
+        }
+        self.write_bytes(&table).await?;
+        let gbo_table_start = self.pos;
+        let mut gbo = Vec::with_capacity(16);
+        gbo.extend_from_slice(&gb0.0.to_le_bytes());
+        gbo.extend_from_slice(&gb0.1.to_le_bytes());
+        self.write_bytes(&gbo).await?;
+        let footer = Footer {
+            column_meta_start,
+            cmo_table_start,
+            gbo_table_start,
+            num_global_buffers: 1,
+            num_columns: cmo.len() as u32,
+            major: V2_0_FOOTER.0,
+            minor: V2_0_FOOTER.1,
+        };
+        self.write_bytes(&footer.to_bytes()).await?;
+        self.out.shutdown().await.map_err(|e| Error::Io {
+            path: self.path.to_string(),
+            source: object_store::Error::Generic {
+                store: "writer",
+                source: Box::new(e),
+            },
+        })?;
+        Ok(WrittenFile {
+            num_rows: self.rows,
+            size_bytes: self.pos,
+        })
+    }
+
+    /// Abandons the file: nothing becomes visible at the path.
+    pub async fn abort(mut self) -> Result<()> {
+        self.out.abort().await.map_err(|source| Error::Io {
+            path: self.path.to_string(),
+            source,
+        })
+    }
+}
