@@ -85,7 +85,9 @@ impl Footer {
         }
         let body_end = file_size - FOOTER_LEN as u64;
         let cmo_end = f.cmo_table_start.checked_add(16 * f.num_columns as u64);
-        let gbo_end = f.gbo_table_start.checked_add(16 * f.num_global_buffers as u64);
+        let gbo_end = f
+            .gbo_table_start
+            .checked_add(16 * f.num_global_buffers as u64);
         let ok = f.column_meta_start <= f.cmo_table_start
             && cmo_end.is_some_and(|e| e <= body_end)
             && gbo_end.is_some_and(|e| e <= body_end)

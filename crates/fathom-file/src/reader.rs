@@ -22,16 +22,16 @@ use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, try_join_all};
 use futures::stream::{self, Stream, StreamExt};
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use prost::Message;
 
+use crate::encoding::BufferTable;
 use crate::encoding::Enc;
 use crate::encoding::decode::{
     Ctx, OffsetRun, apply_dictionary, build_binary, decode_fixed, decode_u64s, fixed_ranges,
     interpret_offsets, offset_runs, sel_len,
 };
-use crate::encoding::BufferTable;
 use crate::error::{Error, Result};
 use crate::format::{FOOTER_LEN, Footer, TAIL_READ};
 use crate::io::{DEFAULT_COALESCE_GAP, FileIo, IoStats};
@@ -188,7 +188,8 @@ impl FileReader {
             let io = io.clone();
             async move {
                 if r.start >= region_start && r.end <= size {
-                    Ok(region_ref.slice((r.start - region_start) as usize..(r.end - region_start) as usize))
+                    Ok(region_ref
+                        .slice((r.start - region_start) as usize..(r.end - region_start) as usize))
                 } else {
                     io.read(r).await
                 }
@@ -210,8 +211,9 @@ impl FileReader {
         };
 
         let gbo = u64s(
-            &get(footer.gbo_table_start..footer.gbo_table_start + 16 * footer.num_global_buffers as u64)
-                .await?,
+            &get(footer.gbo_table_start
+                ..footer.gbo_table_start + 16 * footer.num_global_buffers as u64)
+            .await?,
         );
         let global_buffers = gbo
             .chunks_exact(2)
@@ -277,7 +279,10 @@ impl FileReader {
                 if page.buffer_offsets.len() != page.buffer_sizes.len() {
                     return Err(Error::corrupt(
                         &p,
-                        format!("a page of column '{}' lists unequal buffer offsets and sizes", names[c]),
+                        format!(
+                            "a page of column '{}' lists unequal buffer offsets and sizes",
+                            names[c]
+                        ),
                     ));
                 }
                 let bufs = page
@@ -290,7 +295,12 @@ impl FileReader {
                 let any = match page.encoding.as_ref().and_then(|e| e.location.as_ref()) {
                     Some(pb2::encoding::Location::Direct(d)) => Bytes::from(d.encoding.clone()),
                     Some(pb2::encoding::Location::Indirect(d)) => {
-                        get(entry_range(d.buffer_location, d.buffer_length, "page encoding")?).await?
+                        get(entry_range(
+                            d.buffer_location,
+                            d.buffer_length,
+                            "page encoding",
+                        )?)
+                        .await?
                     }
                     _ => {
                         return Err(Error::corrupt(
@@ -312,9 +322,13 @@ impl FileReader {
                     Enc::List { num_items, .. } => *num_items,
                     _ => 0,
                 };
-                starts.push(starts.last().unwrap().checked_add(page.length).ok_or_else(|| {
-                    Error::corrupt(&p, "page lengths overflow")
-                })?);
+                starts.push(
+                    starts
+                        .last()
+                        .unwrap()
+                        .checked_add(page.length)
+                        .ok_or_else(|| Error::corrupt(&p, "page lengths overflow"))?,
+                );
                 item_starts.push(item_starts.last().unwrap().saturating_add(items));
                 pages.push(enc);
             }
@@ -388,7 +402,8 @@ impl FileReader {
     /// Page data bytes of each top-level column.
     pub fn column_data_bytes(&self, field: usize) -> u64 {
         fn sum(inner: &Inner, n: &Node) -> u64 {
-            inner.columns[n.column].data_bytes + n.children.iter().map(|c| sum(inner, c)).sum::<u64>()
+            inner.columns[n.column].data_bytes
+                + n.children.iter().map(|c| sum(inner, c)).sum::<u64>()
         }
         self.inner
             .nodes
@@ -429,7 +444,9 @@ impl FileReader {
     ) -> Result<RecordBatch> {
         for w in sel.windows(2) {
             if w[0].end > w[1].start {
-                return Err(Error::invalid("selection ranges must be sorted and disjoint"));
+                return Err(Error::invalid(
+                    "selection ranges must be sorted and disjoint",
+                ));
             }
         }
         if let Some(last) = sel.last()
@@ -520,7 +537,11 @@ impl FileReader {
         }
         let bytes: u64 = nodes
             .iter()
-            .map(|n| self.column_data_bytes(proj[nodes.iter().position(|m| m.column == n.column).unwrap()]))
+            .map(|n| {
+                self.column_data_bytes(
+                    proj[nodes.iter().position(|m| m.column == n.column).unwrap()],
+                )
+            })
             .sum();
         let row_bytes = (bytes / self.inner.num_rows.max(1)).max(1);
         let chunk = (self.inner.opts.scan_chunk_bytes / row_bytes).max(batch_size);
@@ -560,7 +581,9 @@ fn relabel(e: Error, path: &str) -> Error {
 
 fn relabel_column(e: Error, path: &str, column: &str) -> Error {
     match e {
-        Error::Corrupt { message, .. } => Error::corrupt(path, format!("column '{column}': {message}")),
+        Error::Corrupt { message, .. } => {
+            Error::corrupt(path, format!("column '{column}': {message}"))
+        }
         Error::Unsupported { message, .. } => {
             Error::unsupported(path, format!("column '{column}': {message}"))
         }
@@ -604,9 +627,9 @@ impl Inner {
         let col = &self.columns[node.column];
         let have = *col.starts.last().unwrap();
         if have != rows {
-            return Err(self.ctx(node.column).corrupt(format!(
-                "pages hold {have} values but {rows} are expected"
-            )));
+            return Err(self
+                .ctx(node.column)
+                .corrupt(format!("pages hold {have} values but {rows} are expected")));
         }
         match node.field.data_type() {
             DataType::List(_) | DataType::LargeList(_) => {
@@ -653,7 +676,11 @@ impl Inner {
         out
     }
 
-    fn read_node<'a>(&'a self, node: &'a Node, sel: Vec<Range<u64>>) -> BoxFuture<'a, Result<ArrayRef>> {
+    fn read_node<'a>(
+        &'a self,
+        node: &'a Node,
+        sel: Vec<Range<u64>>,
+    ) -> BoxFuture<'a, Result<ArrayRef>> {
         async move {
             let dt = node.field.data_type();
             if sel.is_empty() {
@@ -679,7 +706,12 @@ impl Inner {
         .boxed()
     }
 
-    async fn read_list(&self, node: &Node, item: Arc<Field>, sel: Vec<Range<u64>>) -> Result<ArrayRef> {
+    async fn read_list(
+        &self,
+        node: &Node,
+        item: Arc<Field>,
+        sel: Vec<Range<u64>>,
+    ) -> Result<ArrayRef> {
         let column = node.column;
         let ctx = self.ctx(column);
         let info = &self.columns[column];
@@ -726,7 +758,9 @@ impl Inner {
                 }
             }
         }
-        let values = self.read_node(&node.children[0], merge_runs(item_sel)).await?;
+        let values = self
+            .read_node(&node.children[0], merge_runs(item_sel))
+            .await?;
         let nulls = any_null.then(|| NullBuffer::new(BooleanBuffer::from(validity)));
         Ok(match node.field.data_type() {
             DataType::List(_) => {
@@ -737,17 +771,24 @@ impl Inner {
                         info.name
                     )));
                 }
-                let offsets = OffsetBuffer::<i32>::from_lengths(lengths.iter().map(|l| *l as usize));
+                let offsets =
+                    OffsetBuffer::<i32>::from_lengths(lengths.iter().map(|l| *l as usize));
                 Arc::new(ListArray::try_new(item, offsets, values, nulls)?) as ArrayRef
             }
             _ => {
-                let offsets = OffsetBuffer::<i64>::from_lengths(lengths.iter().map(|l| *l as usize));
+                let offsets =
+                    OffsetBuffer::<i64>::from_lengths(lengths.iter().map(|l| *l as usize));
                 Arc::new(LargeListArray::try_new(item, offsets, values, nulls)?) as ArrayRef
             }
         })
     }
 
-    async fn read_leaf(&self, column: usize, dt: &DataType, sel: &[Range<u64>]) -> Result<ArrayRef> {
+    async fn read_leaf(
+        &self,
+        column: usize,
+        dt: &DataType,
+        sel: &[Range<u64>],
+    ) -> Result<ArrayRef> {
         let ctx = self.ctx(column);
         let info = &self.columns[column];
         let parts = self.split(column, sel);
@@ -800,17 +841,32 @@ impl Inner {
         for ((p, s), plan) in parts.iter().zip(&plans) {
             let enc = &info.pages[*p];
             let step = match (plan, enc) {
-                (LeafPlan::Fixed, enc) => Step::Done(make_array(decode_fixed(enc, s, dt, &ctx, &mut it)?)),
-                (LeafPlan::BinaryFull, Enc::Binary { indices, null_adj, .. }) => {
+                (LeafPlan::Fixed, enc) => {
+                    Step::Done(make_array(decode_fixed(enc, s, dt, &ctx, &mut it)?))
+                }
+                (
+                    LeafPlan::BinaryFull,
+                    Enc::Binary {
+                        indices, null_adj, ..
+                    },
+                ) => {
                     let rows = page_rows(*p);
                     let offs = decode_u64s(indices, &[0..rows], &ctx, &mut it)?;
                     let bytes = it.next().unwrap_or_default();
-                    let runs = interpret_offsets(&[0..rows], &offs, *null_adj, bytes.len() as u64, &ctx)?;
+                    let runs =
+                        interpret_offsets(&[0..rows], &offs, *null_adj, bytes.len() as u64, &ctx)?;
                     let run = &runs[0];
                     let data = bytes.slice(run.items.start as usize..run.items.end as usize);
                     Step::Done(make_array(build_binary(dt, &runs, &[data])?))
                 }
-                (LeafPlan::BinaryPartial, Enc::Binary { indices, bytes, null_adj }) => {
+                (
+                    LeafPlan::BinaryPartial,
+                    Enc::Binary {
+                        indices,
+                        bytes,
+                        null_adj,
+                    },
+                ) => {
                     let buf = bytes_buffer(bytes, &ctx)?;
                     let offs = decode_u64s(indices, &offset_runs(s), &ctx, &mut it)?;
                     let runs = interpret_offsets(s, &offs, *null_adj, buf.end - buf.start, &ctx)?;
@@ -820,14 +876,32 @@ impl Inner {
                         .collect();
                     Step::Bytes { runs, ranges }
                 }
-                (LeafPlan::Dictionary, Enc::Dictionary { indices, items, num_items }) => {
+                (
+                    LeafPlan::Dictionary,
+                    Enc::Dictionary {
+                        indices,
+                        items,
+                        num_items,
+                    },
+                ) => {
                     let idx = decode_u64s(indices, s, &ctx, &mut it)?;
-                    let Enc::Binary { indices: ii, null_adj, .. } = items.as_ref() else {
+                    let Enc::Binary {
+                        indices: ii,
+                        null_adj,
+                        ..
+                    } = items.as_ref()
+                    else {
                         unreachable!("checked when planning")
                     };
                     let offs = decode_u64s(ii, &[0..*num_items], &ctx, &mut it)?;
                     let bytes = it.next().unwrap_or_default();
-                    let runs = interpret_offsets(&[0..*num_items], &offs, *null_adj, bytes.len() as u64, &ctx)?;
+                    let runs = interpret_offsets(
+                        &[0..*num_items],
+                        &offs,
+                        *null_adj,
+                        bytes.len() as u64,
+                        &ctx,
+                    )?;
                     let run = &runs[0];
                     let data = bytes.slice(run.items.start as usize..run.items.end as usize);
                     let items = make_array(build_binary(dt, &runs, &[data])?);

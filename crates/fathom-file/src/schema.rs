@@ -82,11 +82,7 @@ pub fn logical_type(dt: &DataType) -> Result<String> {
         Time32(u) => format!("time32:{}", unit_str(u)),
         Time64(u) => format!("time64:{}", unit_str(u)),
         Duration(u) => format!("duration:{}", unit_str(u)),
-        Timestamp(u, tz) => format!(
-            "timestamp:{}:{}",
-            unit_str(u),
-            tz.as_deref().unwrap_or("-")
-        ),
+        Timestamp(u, tz) => format!("timestamp:{}:{}", unit_str(u), tz.as_deref().unwrap_or("-")),
         FixedSizeBinary(w) => format!("fixed_size_binary:{w}"),
         FixedSizeList(item, n) => {
             if !is_fixed_width(item.data_type()) {
@@ -451,7 +447,10 @@ mod tests {
         let ls = LanceSchema::from_arrow(&schema).unwrap();
         assert_eq!(ls.num_columns(), 5);
         let pbf = ls.to_pb_fields();
-        assert_eq!(pbf.iter().map(|f| f.id).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(
+            pbf.iter().map(|f| f.id).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
         assert_eq!(pbf[3].parent_id, 1);
         let back = LanceSchema::from_pb(&pbf, &HashMap::new()).unwrap();
         assert_eq!(back.to_arrow().unwrap(), schema);

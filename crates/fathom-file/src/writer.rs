@@ -55,7 +55,11 @@ pub struct WrittenFile {
 /// Bytes a slice of an array would take once encoded (roughly).
 fn encoded_size(arr: &dyn Array) -> usize {
     let n = arr.len();
-    let validity = if arr.null_count() > 0 { n.div_ceil(8) } else { 0 };
+    let validity = if arr.null_count() > 0 {
+        n.div_ceil(8)
+    } else {
+        0
+    };
     let data = match arr.data_type() {
         DataType::Utf8 | DataType::Binary => {
             let o = arr.to_data().buffers()[0].typed_data::<i32>()[arr.offset()..=arr.offset() + n]
@@ -184,11 +188,17 @@ impl ColumnEncoder {
                 let (offsets, values): (Vec<u64>, ArrayRef) = match arr.data_type() {
                     DataType::List(_) => {
                         let l = arr.as_list::<i32>();
-                        (l.value_offsets().iter().map(|o| *o as u64).collect(), l.values().clone())
+                        (
+                            l.value_offsets().iter().map(|o| *o as u64).collect(),
+                            l.values().clone(),
+                        )
                     }
                     _ => {
                         let l = arr.as_list::<i64>();
-                        (l.value_offsets().iter().map(|o| *o as u64).collect(), l.values().clone())
+                        (
+                            l.value_offsets().iter().map(|o| *o as u64).collect(),
+                            l.values().clone(),
+                        )
                     }
                 };
                 for i in 0..arr.len() {
@@ -245,9 +255,8 @@ impl ColumnEncoder {
                     a
                 };
                 *pending_bytes = 0;
-                let page = encode::encode_leaf(&arr, opts.dictionary).map_err(|e| {
-                    Error::invalid(format!("column '{name}': {e}"))
-                })?;
+                let page = encode::encode_leaf(&arr, opts.dictionary)
+                    .map_err(|e| Error::invalid(format!("column '{name}': {e}")))?;
                 out.push((*column, page));
             }
             ColumnEncoder::List {

@@ -131,7 +131,10 @@ fn decode_bits(
     it: &mut impl Iterator<Item = Bytes>,
 ) -> Result<BooleanBuffer> {
     let Enc::Flat { bits: 1, .. } = enc else {
-        return Err(ctx.corrupt(format!("a bitmap must be Flat(1 bit), found {}", enc_name(enc))));
+        return Err(ctx.corrupt(format!(
+            "a bitmap must be Flat(1 bit), found {}",
+            enc_name(enc)
+        )));
     };
     let mut b = BooleanBufferBuilder::new(sel_len(sel) as usize);
     for r in sel {
@@ -166,7 +169,9 @@ pub fn decode_fixed(
         }
         Enc::Flat { bits, .. } => {
             let w = byte_width(dt).filter(|w| w * 8 == *bits).ok_or_else(|| {
-                ctx.corrupt(format!("page stores {bits}-bit values but the column is {dt}"))
+                ctx.corrupt(format!(
+                    "page stores {bits}-bit values but the column is {dt}"
+                ))
             })?;
             let mut buf = MutableBuffer::with_capacity(n * w as usize);
             for _ in sel {
@@ -193,7 +198,8 @@ pub fn decode_fixed(
                     .add_buffer(bits.into_inner())
                     .build()?);
             }
-            let w = byte_width(dt).ok_or_else(|| ctx.unsupported(format!("constant page of type {dt}")))?;
+            let w = byte_width(dt)
+                .ok_or_else(|| ctx.unsupported(format!("constant page of type {dt}")))?;
             if v.len() as u64 != w {
                 return Err(ctx.corrupt(format!(
                     "constant of {} bytes for a column of {w}-byte values",
@@ -204,7 +210,10 @@ pub fn decode_fixed(
             for _ in 0..n {
                 buf.extend_from_slice(v);
             }
-            Ok(ArrayData::builder(dt.clone()).len(n).add_buffer(buf.into()).build()?)
+            Ok(ArrayData::builder(dt.clone())
+                .len(n)
+                .add_buffer(buf.into())
+                .build()?)
         }
         Enc::Nullable { validity, values } => {
             let validity = match validity {
@@ -238,7 +247,9 @@ pub fn decode_fixed(
         }
         Enc::FixedSizeBinary { width, bytes } => {
             let DataType::FixedSizeBinary(w) = dt else {
-                return Err(ctx.corrupt(format!("fixed-size binary page for a column of type {dt}")));
+                return Err(
+                    ctx.corrupt(format!("fixed-size binary page for a column of type {dt}"))
+                );
             };
             if *w as u64 != *width {
                 return Err(ctx.corrupt("fixed-size binary width differs from the column's"));
@@ -317,7 +328,13 @@ pub fn interpret_offsets(
     limit: u64,
     ctx: &Ctx,
 ) -> Result<Vec<OffsetRun>> {
-    let strip = |v: u64| if null_adj > 0 && v >= null_adj { v - null_adj } else { v };
+    let strip = |v: u64| {
+        if null_adj > 0 && v >= null_adj {
+            v - null_adj
+        } else {
+            v
+        }
+    };
     let mut pos = 0usize;
     let mut runs = Vec::with_capacity(sel.len());
     for r in sel {
@@ -359,11 +376,7 @@ pub fn interpret_offsets(
 }
 
 /// Builds a utf8/binary array (any offset width) from runs and their bytes.
-pub fn build_binary(
-    dt: &DataType,
-    runs: &[OffsetRun],
-    bytes: &[Bytes],
-) -> Result<ArrayData> {
+pub fn build_binary(dt: &DataType, runs: &[OffsetRun], bytes: &[Bytes]) -> Result<ArrayData> {
     let n: usize = runs.iter().map(|r| r.lengths.len()).sum();
     let large = matches!(dt, DataType::LargeUtf8 | DataType::LargeBinary);
     let total: u64 = runs.iter().map(|r| r.items.end - r.items.start).sum();
@@ -411,9 +424,7 @@ pub fn apply_dictionary(items: ArrayRef, indices: &[u64], ctx: &Ctx) -> Result<A
     let mut idx = Vec::with_capacity(indices.len());
     for &i in indices {
         if i > n_items {
-            return Err(ctx.corrupt(format!(
-                "dictionary index {i} beyond its {n_items} items"
-            )));
+            return Err(ctx.corrupt(format!("dictionary index {i} beyond its {n_items} items")));
         }
         idx.push(if i == 0 { None } else { Some((i - 1) as u32) });
     }
@@ -425,4 +436,3 @@ pub fn apply_dictionary(items: ArrayRef, indices: &[u64], ctx: &Ctx) -> Result<A
 pub fn to_array(data: ArrayData) -> ArrayRef {
     make_array(data)
 }
-

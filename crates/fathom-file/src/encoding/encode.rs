@@ -5,17 +5,18 @@
 //!   validity first in buffer order;
 //! - fixed-size list: `Nullable(FixedSizeList { items: Nullable(Flat) })`;
 //! - strings/binary: `Binary { indices: Flat64 end offsets, bytes: Flat8,
-//!   null_adjustment = bytes + 1 }`, or `Dictionary` (1-based u8 indices,
-//!   0 = null) when a page of at least 100 values has fewer than 100
-//!   distinct values;
+//!   null_adjustment = bytes + 1 }`, or, for utf8 only (Lance's 2.0
+//!   reader decodes dictionaries as utf8), `Dictionary` (1-based u8
+//!   indices, 0 = null) when a page of at least 100 values has fewer than
+//!   100 distinct values;
 //! - list offsets: `List { offsets: Flat64, null_offset_adjustment =
 //!   num_items + 1, num_items }` (seed 002);
 //! - struct: `SimpleStruct`, no buffers.
 
 use std::collections::HashMap;
 
-use arrow_array::{Array, ArrayRef, GenericByteArray, types::ByteArrayType};
 use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, GenericByteArray, types::ByteArrayType};
 use arrow_data::ArrayData;
 use arrow_schema::DataType;
 use bytes::Bytes;
@@ -225,9 +226,10 @@ pub fn encode_leaf(arr: &ArrayRef, dictionary: bool) -> Result<EncodedPage> {
     } else {
         match arr.data_type() {
             DataType::Utf8 => encode_bytes(arr.as_string::<i32>(), dictionary, &mut bufs),
-            DataType::LargeUtf8 => encode_bytes(arr.as_string::<i64>(), dictionary, &mut bufs),
-            DataType::Binary => encode_bytes(arr.as_binary::<i32>(), dictionary, &mut bufs),
-            DataType::LargeBinary => encode_bytes(arr.as_binary::<i64>(), dictionary, &mut bufs),
+            // Lance's 2.0 reader decodes dictionary pages as Utf8 only.
+            DataType::LargeUtf8 => encode_bytes(arr.as_string::<i64>(), false, &mut bufs),
+            DataType::Binary => encode_bytes(arr.as_binary::<i32>(), false, &mut bufs),
+            DataType::LargeBinary => encode_bytes(arr.as_binary::<i64>(), false, &mut bufs),
             _ => encode_fixed(&arr.to_data(), &mut bufs)?,
         }
     };
@@ -241,7 +243,21 @@ pub fn encode_leaf(arr: &ArrayRef, dictionary: bool) -> Result<EncodedPage> {
 /// Encodes the offsets page of a list column from row lengths and validity.
 pub fn encode_list_offsets(lengths: &[u64], validity: &[bool]) -> EncodedPage {
     let num_items: u64 = lengths.iter().sum();
-    let adj = num_items + 1;
+    encode_list_offsets_with_adjustment(lengths, validity, num_items + 1)
+}
+
+/// As [`encode_list_offsets`] with a chosen adjustment (must exceed the
+/// number of items; seed 002 explains why items + 1 is the best choice).
+pub fn encode_list_offsets_with_adjustment(
+    lengths: &[u64],
+    validity: &[bool],
+    adj: u64,
+) -> EncodedPage {
+    let num_items: u64 = lengths.iter().sum();
+    assert!(
+        adj > num_items,
+        "null_offset_adjustment must exceed the item count"
+    );
     let mut end = 0u64;
     let offsets = le_u64s(
         lengths.iter().zip(validity).map(|(len, valid)| {

@@ -30,15 +30,24 @@ use crate::pb::encodings as pbe;
 /// A page encoding with buffers resolved to absolute file ranges.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Enc {
-    Flat { bits: u64, buf: Range<u64> },
+    Flat {
+        bits: u64,
+        buf: Range<u64>,
+    },
     AllNull,
     /// `validity` is `None` when the page has no nulls.
     Nullable {
         validity: Option<Box<Enc>>,
         values: Box<Enc>,
     },
-    Fsl { dim: u64, items: Box<Enc> },
-    FixedSizeBinary { width: u64, bytes: Box<Enc> },
+    Fsl {
+        dim: u64,
+        items: Box<Enc>,
+    },
+    FixedSizeBinary {
+        width: u64,
+        bytes: Box<Enc>,
+    },
     Binary {
         indices: Box<Enc>,
         bytes: Box<Enc>,
@@ -67,8 +76,9 @@ pub struct BufferTable<'a> {
 impl Enc {
     /// Decodes the serialized `Any` of a page and resolves its buffers.
     pub fn from_any_bytes(path: &str, any: &[u8], bufs: &BufferTable) -> Result<Enc> {
-        let any = prost_types::Any::decode(any)
-            .map_err(|e| Error::corrupt(path, format!("page encoding is not a protobuf Any: {e}")))?;
+        let any = prost_types::Any::decode(any).map_err(|e| {
+            Error::corrupt(path, format!("page encoding is not a protobuf Any: {e}"))
+        })?;
         if !type_url_is(&any.type_url, ARRAY_ENCODING_URL) {
             return Err(Error::unsupported(
                 path,

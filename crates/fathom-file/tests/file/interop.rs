@@ -1,0 +1,177 @@
+//! Interop with the real Lance (pylance, pinned in requirements-interop.txt):
+//! pylance writes 2.0 files covering every type and we read them equal to
+//! the Arrow IPC copies it wrote beside them; we write files of every type
+//! and pylance's `LanceFileReader` reads them equal to our IPC copies.
+//!
+//! Skipped (with a message) when pylance is not importable, unless
+//! `FATHOM_REQUIRE_PYLANCE=1` (set by .ci/run), where it must run.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema};
+use fathom_file::{FileReader, FileReaderOptions, FileWriterOptions};
+use fathom_testing::generate::{Gen, leaf_types};
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+
+use super::{runtime, write_file};
+
+fn script() -> PathBuf {
+    FsPath::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/pylance_file.py")
+}
+
+/// `Some(python)` if pylance can be imported.
+pub fn pylance() -> Option<String> {
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import lance, pyarrow"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    if std::env::var("FATHOM_REQUIRE_PYLANCE").is_ok_and(|v| v == "1") {
+        panic!(
+            "FATHOM_REQUIRE_PYLANCE=1 but `{py} -c 'import lance'` fails: pip install -r requirements-interop.txt"
+        );
+    }
+    eprintln!("SKIPPED: pylance not installed (pip install -r requirements-interop.txt)");
+    None
+}
+
+fn read_ipc(path: &FsPath) -> Vec<RecordBatch> {
+    let f = std::fs::File::open(path).unwrap();
+    arrow_ipc::reader::FileReader::try_new(f, None)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+fn write_ipc(path: &FsPath, batches: &[RecordBatch]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(f, &batches[0].schema()).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn we_read_what_pylance_writes() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(&py)
+        .arg(script())
+        .arg("write")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "pylance failed to write its files");
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let mut seen = 0;
+    runtime().block_on(async {
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_none_or(|e| e != "lance") {
+                continue;
+            }
+            seen += 1;
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            let expected = read_ipc(&p.with_extension("arrow"));
+            let expected =
+                arrow_select::concat::concat_batches(&expected[0].schema(), &expected).unwrap();
+            let reader = FileReader::open(
+                store.clone(),
+                Path::from(name.as_str()),
+                None,
+                FileReaderOptions::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let n = reader.num_rows();
+            let got = reader
+                .read_range(0..n, None)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got.schema(), expected.schema(), "{name}: schema");
+            for (i, f) in expected.schema().fields().iter().enumerate() {
+                assert_eq!(
+                    got.column(i),
+                    expected.column(i),
+                    "{name}: column {}",
+                    f.name()
+                );
+            }
+            let idx = [n - 1, 0, n / 2, n / 3];
+            let took = reader.take(&idx, None).await.unwrap();
+            let pos = arrow_array::UInt32Array::from_iter_values(idx.iter().map(|i| *i as u32));
+            for i in 0..expected.num_columns() {
+                let want = arrow_select::take::take(expected.column(i), &pos, None).unwrap();
+                assert_eq!(took.column(i), &want, "{name}: take of column {i}");
+            }
+        }
+    });
+    assert!(seen >= 3, "pylance wrote {seen} files");
+}
+
+#[test]
+fn pylance_reads_what_we_write() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    runtime().block_on(async {
+        // Every leaf type, then nested types, with small pages (many pages per column).
+        let mut fields: Vec<Field> = leaf_types()
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| Field::new(format!("c{i}"), t, true))
+            .collect();
+        let mut g = Gen::new(11, 0.25);
+        for i in 0..6 {
+            let t = loop {
+                let t = g.data_type(2);
+                if matches!(
+                    t,
+                    DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_)
+                ) {
+                    break t;
+                }
+            };
+            fields.push(Field::new(format!("n{i}"), t, true));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        for (name, null_prob, page) in [
+            ("ours", 0.25, 8 << 20),
+            ("ours_pages", 0.25, 700),
+            ("ours_nonull", 0.0, 4096),
+            ("ours_allnull", 1.0, 8 << 20),
+        ] {
+            let mut g = Gen::new(5, null_prob);
+            let batches: Vec<RecordBatch> = (0..3).map(|_| g.batch(&schema, 400)).collect();
+            let opts = FileWriterOptions {
+                page_size_bytes: page,
+                ..Default::default()
+            };
+            write_file(&store, &format!("{name}.lance"), &batches, opts).await;
+            write_ipc(&dir.path().join(format!("{name}.arrow")), &batches);
+        }
+    });
+    let out = Command::new(&py)
+        .arg(script())
+        .arg("check")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "pylance could not read our files:\n{text}"
+    );
+}
