@@ -109,10 +109,10 @@ fn encode_fixed(data: &ArrayData, bufs: &mut Buffers) -> Result<pbe::ArrayEncodi
     if n > 0 && data.null_count() == n {
         return Ok(all_nulls());
     }
-    let validity = data.nulls().filter(|nb| nb.null_count() > 0).map(|nb| {
-        let idx_enc = bufs.flat(1, Bytes::from(nb.inner().sliced().as_slice().to_vec()));
-        idx_enc
-    });
+    let validity = data
+        .nulls()
+        .filter(|nb| nb.null_count() > 0)
+        .map(|nb| bufs.flat(1, Bytes::from(nb.inner().sliced().as_slice().to_vec())));
     let values = match data.data_type() {
         DataType::Boolean => {
             let b = arrow_buffer::BooleanBuffer::new(data.buffers()[0].clone(), data.offset(), n);

@@ -108,14 +108,26 @@ fn empty_file_and_empty_lists() {
         ]));
         let store = memory();
         let empty = RecordBatch::new_empty(schema.clone());
-        write_file(&store, "e.lance", &[empty.clone()], Default::default()).await;
+        write_file(
+            &store,
+            "e.lance",
+            std::slice::from_ref(&empty),
+            Default::default(),
+        )
+        .await;
         let r = open(&store, "e.lance").await.unwrap();
         assert_eq!(r.num_rows(), 0);
         assert_eq!(r.read_range(0..0, None).await.unwrap(), empty);
 
         let mut g = Gen::new(1, 1.0);
         let allnull = g.batch(&schema, 10);
-        write_file(&store, "n.lance", &[allnull.clone()], Default::default()).await;
+        write_file(
+            &store,
+            "n.lance",
+            std::slice::from_ref(&allnull),
+            Default::default(),
+        )
+        .await;
         let r = open(&store, "n.lance").await.unwrap();
         assert_eq!(r.read_range(0..10, None).await.unwrap(), allnull);
         assert_eq!(

@@ -92,7 +92,13 @@ fn seed_example_roundtrips_through_a_file() {
         )]));
         let batch = RecordBatch::try_new(schema, vec![Arc::new(list)]).unwrap();
         let store = memory();
-        write_file(&store, "seed.lance", &[batch.clone()], Default::default()).await;
+        write_file(
+            &store,
+            "seed.lance",
+            std::slice::from_ref(&batch),
+            Default::default(),
+        )
+        .await;
         let r = open(&store, "seed.lance").await.unwrap();
         for (a, b) in [(0u64, 3u64), (0, 2), (0, 1), (1, 3), (1, 2), (2, 3), (3, 4)] {
             let got = r.read_range(a..b, None).await.unwrap();

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace, interop tests against the real Lance
+# (pylance, pinned in requirements-interop.txt) included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install --quiet --disable-pip-version-check -r requirements-interop.txt
+export FATHOM_REQUIRE_PYLANCE=1
+cargo test --workspace --all-targets
