@@ -44,7 +44,7 @@ use crate::schema::{LanceField, LanceSchema};
 pub struct FileReaderOptions {
     /// Ranges closer than this are fetched in one request (default 4 KiB).
     pub coalesce_gap: u64,
-    /// Bytes a scan reads per step (default 16 MiB).
+    /// Bytes a scan reads per step (default 2 MiB).
     pub scan_chunk_bytes: u64,
 }
 
@@ -52,7 +52,7 @@ impl Default for FileReaderOptions {
     fn default() -> Self {
         Self {
             coalesce_gap: DEFAULT_COALESCE_GAP,
-            scan_chunk_bytes: 16 * 1024 * 1024,
+            scan_chunk_bytes: 2 * 1024 * 1024,
         }
     }
 }

@@ -14,7 +14,9 @@
 use std::ops::Range;
 
 use arrow_array::{ArrayRef, UInt32Array, make_array, new_null_array};
-use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, MutableBuffer, NullBuffer};
+use arrow_buffer::{
+    BooleanBuffer, BooleanBufferBuilder, Buffer, MutableBuffer, NullBuffer, ScalarBuffer,
+};
 use arrow_data::ArrayData;
 use arrow_schema::DataType;
 use bytes::Bytes;
@@ -123,6 +125,16 @@ pub(crate) fn enc_name(e: &Enc) -> &'static str {
     }
 }
 
+/// `bytes` as an Arrow buffer, zero-copy when aligned for `width`-byte values.
+fn aligned(bytes: Bytes, width: usize) -> Buffer {
+    let align = width.next_power_of_two().min(16);
+    if (bytes.as_ptr() as usize).is_multiple_of(align) {
+        Buffer::from(bytes)
+    } else {
+        Buffer::from(bytes.as_ref())
+    }
+}
+
 /// Decodes a 1-bit flat tree into a bitmap.
 fn decode_bits(
     enc: &Enc,
@@ -173,16 +185,23 @@ pub fn decode_fixed(
                     "page stores {bits}-bit values but the column is {dt}"
                 ))
             })?;
-            let mut buf = MutableBuffer::with_capacity(n * w as usize);
-            for _ in sel {
-                buf.extend_from_slice(&next(it, ctx)?);
-            }
+            let buf = if sel.len() == 1 {
+                // One run: hand the fetched bytes to Arrow without copying,
+                // unless they are misaligned for the type.
+                aligned(next(it, ctx)?, w as usize)
+            } else {
+                let mut buf = MutableBuffer::with_capacity(n * w as usize);
+                for _ in sel {
+                    buf.extend_from_slice(&next(it, ctx)?);
+                }
+                buf.into()
+            };
             if buf.len() != n * w as usize {
                 return Err(ctx.corrupt("flat buffer size does not match its rows"));
             }
             Ok(ArrayData::builder(dt.clone())
                 .len(n)
-                .add_buffer(buf.into())
+                .add_buffer(buf)
                 .build()?)
         }
         Enc::Constant(v) => {
@@ -283,13 +302,13 @@ fn offsets_type(enc: &Enc, ctx: &Ctx) -> Result<DataType> {
     }
 }
 
-/// Decodes an integer tree into u64 values.
+/// Decodes an integer tree into u64 values (zero-copy for 64-bit offsets).
 pub fn decode_u64s(
     enc: &Enc,
     sel: &[Range<u64>],
     ctx: &Ctx,
     it: &mut impl Iterator<Item = Bytes>,
-) -> Result<Vec<u64>> {
+) -> Result<ScalarBuffer<u64>> {
     let dt = offsets_type(enc, ctx)?;
     let data = decode_fixed(enc, sel, &dt, ctx, it)?;
     let b = &data.buffers()[0];
@@ -297,7 +316,7 @@ pub fn decode_u64s(
         DataType::UInt8 => b.as_slice().iter().map(|v| *v as u64).collect(),
         DataType::UInt16 => b.typed_data::<u16>().iter().map(|v| *v as u64).collect(),
         DataType::UInt32 => b.typed_data::<u32>().iter().map(|v| *v as u64).collect(),
-        _ => b.typed_data::<u64>().to_vec(),
+        _ => ScalarBuffer::new(b.clone(), 0, data.len()),
     })
 }
 
@@ -386,7 +405,8 @@ pub fn build_binary(dt: &DataType, runs: &[OffsetRun], bytes: &[Bytes]) -> Resul
         )));
     }
     let mut offsets = MutableBuffer::with_capacity((n + 1) * if large { 8 } else { 4 });
-    let mut values = MutableBuffer::with_capacity(total as usize);
+    let mut values =
+        MutableBuffer::with_capacity(if bytes.len() == 1 { 0 } else { total as usize });
     let mut any_null = false;
     let mut validity = BooleanBufferBuilder::new(n);
     let mut cur = 0u64;
@@ -398,8 +418,11 @@ pub fn build_binary(dt: &DataType, runs: &[OffsetRun], bytes: &[Bytes]) -> Resul
         }
     };
     push(&mut offsets, 0);
+    let single = bytes.len() == 1;
     for (run, b) in runs.iter().zip(bytes) {
-        values.extend_from_slice(b);
+        if !single {
+            values.extend_from_slice(b);
+        }
         for (i, len) in run.lengths.iter().enumerate() {
             cur += len;
             push(&mut offsets, cur);
@@ -408,10 +431,15 @@ pub fn build_binary(dt: &DataType, runs: &[OffsetRun], bytes: &[Bytes]) -> Resul
             validity.append(valid);
         }
     }
+    let values: Buffer = if single {
+        Buffer::from(bytes[0].clone())
+    } else {
+        values.into()
+    };
     let mut builder = ArrayData::builder(dt.clone())
         .len(n)
         .add_buffer(offsets.into())
-        .add_buffer(values.into());
+        .add_buffer(values);
     if any_null {
         builder = builder.nulls(Some(NullBuffer::new(validity.finish())));
     }
