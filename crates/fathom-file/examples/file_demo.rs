@@ -11,7 +11,9 @@ use object_store::local::LocalFileSystem;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "fathom-data".into());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "fathom-data".into());
     std::fs::create_dir_all(&dir)?;
     let store = Arc::new(LocalFileSystem::new_with_prefix(&dir)?);
     let schema = Arc::new(Schema::new(vec![
@@ -24,17 +26,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         schema.clone(),
         vec![
             Arc::new(Int64Array::from_iter_values(0..n)),
-            Arc::new(StringArray::from_iter((0..n).map(|i| (i % 7 != 0).then(|| format!("name-{}", i % 100))))),
-            Arc::new(Float32Array::from_iter_values((0..n).map(|i| i as f32 / 10.0))),
+            Arc::new(StringArray::from_iter(
+                (0..n).map(|i| (i % 7 != 0).then(|| format!("name-{}", i % 100))),
+            )),
+            Arc::new(Float32Array::from_iter_values(
+                (0..n).map(|i| i as f32 / 10.0),
+            )),
         ],
     )?;
-    let mut w = FileWriter::try_new(store.clone(), "demo.lance".into(), &schema, FileWriterOptions::default())?;
+    let mut w = FileWriter::try_new(
+        store.clone(),
+        "demo.lance".into(),
+        &schema,
+        FileWriterOptions::default(),
+    )?;
     w.write_batch(&batch).await?;
     let written = w.finish().await?;
-    println!("wrote {dir}/demo.lance: {} rows, {} bytes", written.num_rows, written.size_bytes);
+    println!(
+        "wrote {dir}/demo.lance: {} rows, {} bytes",
+        written.num_rows, written.size_bytes
+    );
 
-    let r = FileReader::open(store, "demo.lance".into(), Some(written.size_bytes), FileReaderOptions::default()).await?;
-    let rows: usize = r.scan(0..r.num_rows(), None, 8192)?.try_collect::<Vec<_>>().await?.iter().map(|b| b.num_rows()).sum();
+    let r = FileReader::open(
+        store,
+        "demo.lance".into(),
+        Some(written.size_bytes),
+        FileReaderOptions::default(),
+    )
+    .await?;
+    let rows: usize = r
+        .scan(0..r.num_rows(), None, 8192)?
+        .try_collect::<Vec<_>>()
+        .await?
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
     println!("scanned {rows} rows");
     let took = r.take(&[99_999, 7, 42], None).await?;
     println!("{}", arrow_cast_free_print(&took));
@@ -48,7 +74,14 @@ fn arrow_cast_free_print(b: &RecordBatch) -> String {
     let names = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
     let scores = b.column(2).as_any().downcast_ref::<Float32Array>().unwrap();
     (0..b.num_rows())
-        .map(|i| format!("id={} name={:?} score={}", ids.value(i), names.is_valid(i).then(|| names.value(i)), scores.value(i)))
+        .map(|i| {
+            format!(
+                "id={} name={:?} score={}",
+                ids.value(i),
+                names.is_valid(i).then(|| names.value(i)),
+                scores.value(i)
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
