@@ -1,0 +1,888 @@
+//! A dataset: one version of a table on an object store, and the
+//! operations that read it or commit new versions.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+use arrow_array::{BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow_schema::SchemaRef;
+use fathom_file::LanceSchema;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use roaring::RoaringBitmap;
+
+use crate::commit::{CommitTarget, commit};
+use crate::deletion::write_deletions;
+use crate::error::{Error, Result};
+use crate::format::{Fragment, Manifest, flags};
+use crate::manifest_io::read_manifest;
+use crate::naming::{self, ManifestNaming, manifest_path, parse_manifest_name};
+use crate::scan::{FragmentReader, Projection, ReadCache, Rows, chunk_runs, split_address};
+use crate::store::store_for_uri;
+use crate::transaction::Operation;
+use crate::write::{WriteParams, write_fragments};
+
+/// One entry of a dataset's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionInfo {
+    pub version: u64,
+    pub timestamp: SystemTime,
+    pub num_rows: u64,
+    pub num_fragments: usize,
+}
+
+/// What `cleanup_old_versions` keeps.
+#[derive(Debug, Clone, Default)]
+pub struct CleanupPolicy {
+    /// Keep the newest N versions (at least 1: the latest is always kept).
+    pub keep_last: Option<usize>,
+    /// Keep versions committed at or after this time.
+    pub keep_newer_than: Option<SystemTime>,
+}
+
+/// What a cleanup removed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CleanupStats {
+    pub versions_removed: usize,
+    pub files_removed: usize,
+    pub bytes_removed: u64,
+}
+
+/// One version of a dataset. Cheap to clone.
+#[derive(Clone)]
+pub struct Dataset {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    uri: String,
+    manifest: Arc<Manifest>,
+    naming: ManifestNaming,
+    schema: SchemaRef,
+    cache: Arc<ReadCache>,
+    row_id_index: Arc<OnceLock<HashMap<u64, u64>>>,
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("uri", &self.uri)
+            .field("version", &self.manifest.version)
+            .finish()
+    }
+}
+
+/// Versions present in `_versions/`, and how they are named.
+async fn list_versions(
+    store: &dyn ObjectStore,
+    root: &Path,
+    uri: &str,
+) -> Result<(Vec<u64>, Option<ManifestNaming>)> {
+    let dir = root.clone().join(naming::VERSIONS_DIR);
+    let listed = match store.list_with_delimiter(Some(&dir)).await {
+        Ok(l) => l.objects,
+        Err(object_store::Error::NotFound { .. }) => vec![],
+        Err(e) => return Err(Error::io(&dir)(e)),
+    };
+    let mut versions = Vec::new();
+    let mut scheme = None;
+    for o in listed {
+        let Some(name) = o.location.filename() else {
+            continue;
+        };
+        if let Some((v, n)) = parse_manifest_name(name) {
+            if scheme.is_some_and(|s| s != n) {
+                return Err(Error::corrupt(
+                    uri,
+                    "_versions/ mixes V1 and V2 manifest names",
+                ));
+            }
+            scheme = Some(n);
+            versions.push(v);
+        }
+    }
+    versions.sort_unstable();
+    Ok((versions, scheme))
+}
+
+fn check_flags(m: &Manifest, uri: &str, writing: bool) -> Result<()> {
+    let unknown = m.reader_feature_flags & !flags::READ_SUPPORTED;
+    if unknown != 0 {
+        return Err(Error::Unsupported {
+            uri: uri.to_string(),
+            message: format!(
+                "it needs reader features this library lacks: {}",
+                flags::describe(unknown)
+            ),
+        });
+    }
+    if writing {
+        let unknown = m.writer_feature_flags & !flags::WRITE_SUPPORTED;
+        if unknown != 0 {
+            return Err(Error::Unsupported {
+                uri: uri.to_string(),
+                message: format!(
+                    "writing needs features this library lacks: {}",
+                    flags::describe(unknown)
+                ),
+            });
+        }
+    }
+    if m.data_format.1 != "2.0" {
+        return Err(Error::Unsupported {
+            uri: uri.to_string(),
+            message: format!(
+                "data storage version {} (only 2.0 is implemented; pylance: data_storage_version=\"2.0\")",
+                m.data_format.1
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// Opens the latest version of the dataset at `uri`.
+    pub async fn open(uri: &str) -> Result<Self> {
+        let (store, root) = store_for_uri(uri)?;
+        Self::open_with_store(store, root, uri).await
+    }
+
+    /// Opens the latest version in `store` under `root`.
+    pub async fn open_with_store(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        uri: &str,
+    ) -> Result<Self> {
+        let (versions, scheme) = list_versions(store.as_ref(), &root, uri).await?;
+        let Some(&latest) = versions.last() else {
+            return Err(Error::NotFound {
+                uri: uri.to_string(),
+                message: "no _versions/*.manifest".into(),
+            });
+        };
+        Self::load(
+            store,
+            root,
+            uri,
+            latest,
+            scheme.unwrap_or(ManifestNaming::V2),
+            Arc::new(ReadCache::default()),
+        )
+        .await
+    }
+
+    async fn load(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        uri: &str,
+        version: u64,
+        naming: ManifestNaming,
+        cache: Arc<ReadCache>,
+    ) -> Result<Self> {
+        let path = manifest_path(&root, version, naming);
+        let manifest = match read_manifest(store.as_ref(), &path).await {
+            Err(Error::Io {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => {
+                return Err(Error::VersionNotFound {
+                    uri: uri.to_string(),
+                    version,
+                });
+            }
+            r => r?,
+        };
+        Self::from_manifest(store, root, uri, manifest, naming, cache)
+    }
+
+    fn from_manifest(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        uri: &str,
+        manifest: Manifest,
+        naming: ManifestNaming,
+        cache: Arc<ReadCache>,
+    ) -> Result<Self> {
+        check_flags(&manifest, uri, false)?;
+        let schema = Arc::new(manifest.schema.to_arrow()?);
+        Ok(Dataset {
+            store,
+            root,
+            uri: uri.to_string(),
+            manifest: Arc::new(manifest),
+            naming,
+            schema,
+            cache,
+            row_id_index: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// Creates a dataset (error if one exists), or appends / overwrites.
+    pub async fn write(
+        uri: &str,
+        batches: &[RecordBatch],
+        mode: WriteMode,
+        params: WriteParams,
+    ) -> Result<Self> {
+        let (store, root) = store_for_uri(uri)?;
+        Self::write_with_store(store, root, uri, batches, mode, params).await
+    }
+
+    pub async fn write_with_store(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        uri: &str,
+        batches: &[RecordBatch],
+        mode: WriteMode,
+        params: WriteParams,
+    ) -> Result<Self> {
+        let existing = match Self::open_with_store(store.clone(), root.clone(), uri).await {
+            Ok(d) => Some(d),
+            Err(Error::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        match (mode, existing) {
+            (WriteMode::Create, Some(_)) => Err(Error::AlreadyExists {
+                uri: uri.to_string(),
+            }),
+            (WriteMode::Append, Some(d)) => d.append(batches, &params).await,
+            (WriteMode::Overwrite, Some(d)) => d.overwrite(batches, &params).await,
+            (_, None) => {
+                let first = batches.first().ok_or_else(|| {
+                    Error::invalid("creating a dataset needs at least one batch (for its schema)")
+                })?;
+                let schema = LanceSchema::from_arrow(&first.schema())?;
+                let fragments = write_fragments(&store, &root, &schema, batches, &params).await?;
+                let mut empty = Manifest {
+                    schema: schema.clone(),
+                    fragments: vec![],
+                    version: 0,
+                    writer: None,
+                    timestamp: SystemTime::now(),
+                    tag: String::new(),
+                    reader_feature_flags: 0,
+                    writer_feature_flags: 0,
+                    max_fragment_id: None,
+                    transaction_file: None,
+                    next_row_id: 0,
+                    data_format: ("lance".into(), "2.0".into()),
+                    config: HashMap::new(),
+                    table_metadata: HashMap::new(),
+                    indices: vec![],
+                    base_paths: vec![],
+                    branch: None,
+                };
+                if params.enable_stable_row_ids {
+                    empty.reader_feature_flags |= flags::STABLE_ROW_IDS;
+                }
+                let target = CommitTarget {
+                    store: store.as_ref(),
+                    root: &root,
+                    uri,
+                    naming: ManifestNaming::V2,
+                };
+                let op = Operation::Overwrite {
+                    fragments,
+                    schema,
+                    config_upsert: HashMap::new(),
+                };
+                let m = commit(&target, &empty, op, None)
+                    .await
+                    .map_err(|e| match e {
+                        Error::Conflict { .. } => Error::AlreadyExists {
+                            uri: uri.to_string(),
+                        },
+                        e => e,
+                    })?;
+                Self::from_manifest(
+                    store,
+                    root,
+                    uri,
+                    m,
+                    ManifestNaming::V2,
+                    Arc::new(ReadCache::default()),
+                )
+            }
+        }
+    }
+
+    /// Commits an operation read from this version; returns the new version.
+    pub async fn commit(&self, op: Operation) -> Result<Self> {
+        check_flags(&self.manifest, &self.uri, true)?;
+        let target = self.target();
+        let m = commit(&target, &self.manifest, op, None).await?;
+        self.with_manifest(m)
+    }
+
+    fn target(&self) -> CommitTarget<'_> {
+        CommitTarget {
+            store: self.store.as_ref(),
+            root: &self.root,
+            uri: &self.uri,
+            naming: self.naming,
+        }
+    }
+
+    fn with_manifest(&self, m: Manifest) -> Result<Self> {
+        Self::from_manifest(
+            self.store.clone(),
+            self.root.clone(),
+            &self.uri,
+            m,
+            self.naming,
+            self.cache.clone(),
+        )
+    }
+
+    /// Appends rows (new fragments).
+    pub async fn append(&self, batches: &[RecordBatch], params: &WriteParams) -> Result<Self> {
+        if batches.iter().all(|b| b.num_rows() == 0) {
+            return Ok(self.clone());
+        }
+        let fragments = write_fragments(
+            &self.store,
+            &self.root,
+            &self.manifest.schema,
+            batches,
+            params,
+        )
+        .await?;
+        self.commit(Operation::Append { fragments }).await
+    }
+
+    /// Replaces the table's schema and rows.
+    pub async fn overwrite(&self, batches: &[RecordBatch], params: &WriteParams) -> Result<Self> {
+        let first = batches
+            .first()
+            .ok_or_else(|| Error::invalid("overwrite needs at least one batch (for its schema)"))?;
+        let schema = LanceSchema::from_arrow(&first.schema())?;
+        let fragments = write_fragments(&self.store, &self.root, &schema, batches, params).await?;
+        self.commit(Operation::Overwrite {
+            fragments,
+            schema,
+            config_upsert: HashMap::new(),
+        })
+        .await
+    }
+
+    /// Deletes rows by row address. Addresses of rows already deleted are ignored.
+    pub async fn delete_rows(&self, addresses: &[u64]) -> Result<Self> {
+        let mut by_frag: HashMap<u64, RoaringBitmap> = HashMap::new();
+        for &a in addresses {
+            let (f, o) = split_address(a);
+            by_frag.entry(f).or_default().insert(o as u32);
+        }
+        let frags: HashMap<u64, &Fragment> =
+            self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
+        let mut updated = Vec::new();
+        let mut deleted_ids = Vec::new();
+        let mut new_deletions = HashMap::new();
+        let mut ids: Vec<u64> = by_frag.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let offsets = &by_frag[&id];
+            let frag = frags.get(&id).ok_or_else(|| {
+                Error::invalid(format!(
+                    "row address in fragment {id}, which is not in version {}",
+                    self.version()
+                ))
+            })?;
+            if let Some(max) = offsets.max()
+                && max as u64 >= frag.physical_rows
+            {
+                return Err(Error::invalid(format!(
+                    "row offset {max} beyond the {} rows of fragment {id}",
+                    frag.physical_rows
+                )));
+            }
+            let existing = self
+                .cache
+                .deletions(self.store.as_ref(), &self.root, frag)
+                .await?;
+            let mut all = existing.as_deref().cloned().unwrap_or_default();
+            let before = all.len();
+            all |= offsets;
+            if all.len() == before {
+                continue;
+            }
+            let mut fresh = offsets.clone();
+            if let Some(e) = &existing {
+                fresh -= e.as_ref();
+            }
+            new_deletions.insert(id, fresh);
+            if all.len() >= frag.physical_rows {
+                deleted_ids.push(id);
+            } else {
+                let mut f = (*frag).clone();
+                f.deletion_file = Some(
+                    write_deletions(self.store.as_ref(), &self.root, id, self.version(), &all)
+                        .await?,
+                );
+                updated.push(f);
+            }
+        }
+        if updated.is_empty() && deleted_ids.is_empty() {
+            return Ok(self.clone());
+        }
+        self.commit(Operation::Delete {
+            updated,
+            deleted_ids,
+            predicate: String::new(),
+            new_deletions,
+        })
+        .await
+    }
+
+    /// Deletes the rows for which `predicate` (evaluated by the caller on
+    /// batches of `columns`) is true.
+    pub async fn delete_where<F>(&self, columns: &[&str], mut predicate: F) -> Result<Self>
+    where
+        F: FnMut(&RecordBatch) -> Result<BooleanArray>,
+    {
+        let mut names: Vec<&str> = columns.to_vec();
+        names.push(crate::scan::ROW_ADDR);
+        let mut stream = self.scan().project(&names)?.try_into_stream().await?;
+        let mut addrs = Vec::new();
+        while let Some(batch) = stream.try_next().await? {
+            let mask = predicate(&batch)?;
+            let a = batch.column(batch.num_columns() - 1);
+            let a = a
+                .as_any()
+                .downcast_ref::<arrow_array::UInt64Array>()
+                .unwrap();
+            for i in 0..batch.num_rows() {
+                if arrow_array::Array::is_valid(&mask, i) && mask.value(i) {
+                    addrs.push(a.value(i));
+                }
+            }
+        }
+        self.delete_rows(&addrs).await
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn version(&self) -> u64 {
+        self.manifest.version
+    }
+    /// The Arrow schema (without virtual columns).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+    pub fn fragments(&self) -> &[Fragment] {
+        &self.manifest.fragments
+    }
+    /// Exact row count from metadata alone.
+    pub fn count_rows(&self) -> u64 {
+        self.manifest.num_rows()
+    }
+
+    /// The newest committed version number.
+    pub async fn latest_version(&self) -> Result<u64> {
+        let (v, _) = list_versions(self.store.as_ref(), &self.root, &self.uri).await?;
+        Ok(v.last().copied().unwrap_or(self.version()))
+    }
+
+    /// The latest version (this one if nothing newer was committed).
+    pub async fn checkout_latest(&self) -> Result<Self> {
+        let v = self.latest_version().await?;
+        self.checkout(v).await
+    }
+
+    /// An older (or newer) version: time travel.
+    pub async fn checkout(&self, version: u64) -> Result<Self> {
+        if version == self.version() {
+            return Ok(self.clone());
+        }
+        Self::load(
+            self.store.clone(),
+            self.root.clone(),
+            &self.uri,
+            version,
+            self.naming,
+            self.cache.clone(),
+        )
+        .await
+    }
+
+    /// The version that was current at `ts`.
+    pub async fn checkout_at(&self, ts: SystemTime) -> Result<Self> {
+        let versions = self.versions().await?;
+        let v = versions
+            .iter()
+            .rev()
+            .find(|v| v.timestamp <= ts)
+            .ok_or_else(|| {
+                Error::invalid(format!("no version of {} existed at {ts:?}", self.uri))
+            })?;
+        self.checkout(v.version).await
+    }
+
+    /// All committed versions, oldest first.
+    pub async fn versions(&self) -> Result<Vec<VersionInfo>> {
+        let (versions, _) = list_versions(self.store.as_ref(), &self.root, &self.uri).await?;
+        let mut out = Vec::with_capacity(versions.len());
+        for v in versions {
+            let m = read_manifest(
+                self.store.as_ref(),
+                &manifest_path(&self.root, v, self.naming),
+            )
+            .await?;
+            out.push(VersionInfo {
+                version: v,
+                timestamp: m.timestamp,
+                num_rows: m.num_rows(),
+                num_fragments: m.fragments.len(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Makes this (old) version the latest, as a new version.
+    pub async fn restore(&self) -> Result<Self> {
+        let latest = self.checkout_latest().await?;
+        let target = self.target();
+        let m = commit(
+            &target,
+            &latest.manifest,
+            Operation::Restore {
+                version: self.version(),
+            },
+            Some(&self.manifest),
+        )
+        .await?;
+        self.with_manifest(m)
+    }
+
+    /// A scan builder over this version.
+    pub fn scan(&self) -> Scanner {
+        Scanner {
+            ds: self.clone(),
+            projection: Projection::all(&self.schema),
+            fragments: None,
+            batch_size: 8192,
+        }
+    }
+
+    /// Opens a fragment for reading.
+    pub async fn fragment_reader(
+        &self,
+        fragment: &Fragment,
+        need_row_ids: bool,
+    ) -> Result<FragmentReader> {
+        let ids = self.manifest.schema.fields.iter().map(|f| f.id).collect();
+        FragmentReader::open(
+            &self.store,
+            &self.root,
+            &self.cache,
+            fragment,
+            self.schema.clone(),
+            ids,
+            need_row_ids && self.manifest.uses_stable_row_ids(),
+        )
+        .await
+    }
+
+    /// Rows at the given addresses, in the given order. Deleted rows are
+    /// skipped; an address outside every fragment is an error.
+    pub async fn take_addresses(
+        &self,
+        addresses: &[u64],
+        projection: &Projection,
+    ) -> Result<RecordBatch> {
+        let frags: HashMap<u64, &Fragment> =
+            self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
+        let mut groups: Vec<(u64, Vec<(usize, u64)>)> = Vec::new();
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        for (pos, &a) in addresses.iter().enumerate() {
+            let (f, o) = split_address(a);
+            let frag = frags.get(&f).ok_or_else(|| {
+                Error::invalid(format!(
+                    "row address {a}: fragment {f} is not in version {}",
+                    self.version()
+                ))
+            })?;
+            if o >= frag.physical_rows {
+                return Err(Error::invalid(format!(
+                    "row address {a}: offset {o} beyond the {} rows of fragment {f}",
+                    frag.physical_rows
+                )));
+            }
+            let g = *index.entry(f).or_insert_with(|| {
+                groups.push((f, vec![]));
+                groups.len() - 1
+            });
+            groups[g].1.push((pos, o));
+        }
+        let schema = projection.schema(&self.schema);
+        let mut batches = Vec::new();
+        let mut positions = Vec::new();
+        for (f, rows) in groups {
+            let reader = self
+                .fragment_reader(frags[&f], projection.with_row_id)
+                .await?;
+            let live: Vec<(usize, u64)> = rows
+                .into_iter()
+                .filter(|(_, o)| {
+                    !reader
+                        .deleted
+                        .as_ref()
+                        .is_some_and(|d| d.contains(*o as u32))
+                })
+                .collect();
+            if live.is_empty() {
+                continue;
+            }
+            let offsets: Vec<u64> = live.iter().map(|(_, o)| *o).collect();
+            batches.push(reader.read(projection, Rows::Take(&offsets)).await?);
+            positions.extend(live.iter().map(|(p, _)| *p));
+        }
+        if batches.is_empty() {
+            return Ok(RecordBatch::new_empty(schema));
+        }
+        let all = arrow_select::concat::concat_batches(&schema, &batches)?;
+        // Restore request order.
+        let mut order: Vec<u32> = (0..positions.len() as u32).collect();
+        order.sort_by_key(|&i| positions[i as usize]);
+        let idx = UInt32Array::from(order);
+        let cols = all
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c, &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new_with_options(
+            schema,
+            cols,
+            &RecordBatchOptions::new().with_row_count(Some(idx.len())),
+        )?)
+    }
+
+    /// Rows by row id (stable ids, or addresses when stable ids are off).
+    pub async fn take_row_ids(
+        &self,
+        row_ids: &[u64],
+        projection: &Projection,
+    ) -> Result<RecordBatch> {
+        if !self.manifest.uses_stable_row_ids() {
+            return self.take_addresses(row_ids, projection).await;
+        }
+        if self.row_id_index.get().is_none() {
+            let mut map = HashMap::new();
+            for f in &self.manifest.fragments {
+                let r = self.fragment_reader(f, true).await?;
+                for o in r.live_runs().into_iter().flatten() {
+                    let id = match &f.row_id_meta {
+                        Some(crate::format::RowIdMeta::Inline(b)) => {
+                            crate::rowids::RowIdSequence::decode(b)?.to_vec()[o as usize]
+                        }
+                        _ => crate::scan::row_address(f.id, o),
+                    };
+                    map.insert(id, crate::scan::row_address(f.id, o));
+                }
+            }
+            let _ = self.row_id_index.set(map);
+        }
+        let index = self.row_id_index.get().unwrap();
+        let addrs: Vec<u64> = row_ids
+            .iter()
+            .filter_map(|id| index.get(id).copied())
+            .collect();
+        self.take_addresses(&addrs, projection).await
+    }
+
+    /// Removes old versions and the files only they needed.
+    pub async fn cleanup_old_versions(&self, policy: &CleanupPolicy) -> Result<CleanupStats> {
+        let (versions, _) = list_versions(self.store.as_ref(), &self.root, &self.uri).await?;
+        let Some(&latest) = versions.last() else {
+            return Ok(CleanupStats::default());
+        };
+        let mut manifests = Vec::new();
+        for &v in &versions {
+            manifests.push(
+                read_manifest(
+                    self.store.as_ref(),
+                    &manifest_path(&self.root, v, self.naming),
+                )
+                .await?,
+            );
+        }
+        let n = versions.len();
+        let keep_last = policy.keep_last.unwrap_or(usize::MAX).max(1);
+        let keep = |i: usize, m: &Manifest| -> bool {
+            m.version == latest
+                || m.version == self.version()
+                || (policy.keep_last.is_some() && i + keep_last >= n)
+                || policy.keep_newer_than.is_some_and(|t| m.timestamp >= t)
+                || (policy.keep_last.is_none() && policy.keep_newer_than.is_none())
+        };
+        let files_of = |m: &Manifest| -> HashSet<Path> {
+            let mut s = HashSet::new();
+            for f in &m.fragments {
+                for d in &f.files {
+                    s.insert(naming::data_file_path(&self.root, &d.path));
+                }
+                if let Some(d) = &f.deletion_file {
+                    s.insert(naming::deletion_file_path(
+                        &self.root,
+                        f.id,
+                        d.read_version,
+                        d.id,
+                        d.kind,
+                    ));
+                }
+            }
+            for i in &m.indices {
+                for file in &i.files {
+                    s.insert(naming::index_dir(&self.root, &i.uuid).join(file.path.as_str()));
+                }
+            }
+            if let Some(t) = &m.transaction_file {
+                s.insert(naming::transaction_path(&self.root, t));
+            }
+            s
+        };
+        let mut kept_files = HashSet::new();
+        let mut removed_files = HashSet::new();
+        let mut removed_versions = Vec::new();
+        for (i, m) in manifests.iter().enumerate() {
+            if keep(i, m) {
+                kept_files.extend(files_of(m));
+            } else {
+                removed_files.extend(files_of(m));
+                removed_versions.push(m.version);
+            }
+        }
+        let mut stats = CleanupStats::default();
+        // Manifests first: once a version is gone, nothing can need its files.
+        for v in &removed_versions {
+            let p = manifest_path(&self.root, *v, self.naming);
+            self.store.delete(&p).await.map_err(Error::io(&p))?;
+            stats.versions_removed += 1;
+        }
+        for p in removed_files.difference(&kept_files) {
+            let size = self.store.head(p).await.map(|m| m.size).unwrap_or(0);
+            match self.store.delete(p).await {
+                Ok(()) => {
+                    stats.files_removed += 1;
+                    stats.bytes_removed += size;
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(Error::io(p)(e)),
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// How `Dataset::write` treats an existing dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Fail if it exists.
+    Create,
+    /// Add rows (creating the dataset if needed).
+    Append,
+    /// Replace schema and rows (creating the dataset if needed).
+    Overwrite,
+}
+
+/// Builds a scan of one version.
+pub struct Scanner {
+    ds: Dataset,
+    projection: Projection,
+    fragments: Option<Vec<u64>>,
+    batch_size: usize,
+}
+
+impl Scanner {
+    /// Columns by name; `_rowid` and `_rowaddr` select the virtual columns.
+    pub fn project(mut self, names: &[impl AsRef<str>]) -> Result<Self> {
+        self.projection = Projection::from_names(&self.ds.schema, names)?;
+        Ok(self)
+    }
+    pub fn with_projection(mut self, p: Projection) -> Self {
+        self.projection = p;
+        self
+    }
+    pub fn with_row_id(mut self) -> Self {
+        self.projection.with_row_id = true;
+        self
+    }
+    pub fn with_row_addr(mut self) -> Self {
+        self.projection.with_row_addr = true;
+        self
+    }
+    /// Only these fragments (by id, in this order).
+    pub fn with_fragments(mut self, ids: Vec<u64>) -> Self {
+        self.fragments = Some(ids);
+        self
+    }
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+    pub fn schema(&self) -> SchemaRef {
+        self.projection.schema(&self.ds.schema)
+    }
+
+    /// The scan as a stream of batches (deleted rows removed).
+    pub async fn try_into_stream(self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let frags: Vec<Fragment> = match &self.fragments {
+            None => self.ds.manifest.fragments.clone(),
+            Some(ids) => {
+                let by_id: HashMap<u64, &Fragment> = self
+                    .ds
+                    .manifest
+                    .fragments
+                    .iter()
+                    .map(|f| (f.id, f))
+                    .collect();
+                ids.iter()
+                    .map(|id| {
+                        by_id.get(id).map(|f| (*f).clone()).ok_or_else(|| {
+                            Error::invalid(format!(
+                                "fragment {id} is not in version {}",
+                                self.ds.version()
+                            ))
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        let ds = self.ds.clone();
+        let projection = Arc::new(self.projection);
+        let batch_size = self.batch_size as u64;
+        let s = stream::iter(frags)
+            .then(move |f| {
+                let ds = ds.clone();
+                let projection = projection.clone();
+                async move {
+                    let reader = Arc::new(ds.fragment_reader(&f, projection.with_row_id).await?);
+                    let chunks = chunk_runs(&reader.live_runs(), batch_size);
+                    Ok::<_, Error>(stream::iter(chunks).map(move |c| {
+                        let reader = reader.clone();
+                        let projection = projection.clone();
+                        Ok(async move { reader.read(&projection, Rows::Runs(&c)).await })
+                    }))
+                }
+            })
+            .try_flatten()
+            .try_buffered(2);
+        Ok(s.boxed())
+    }
+
+    /// Reads the whole scan into one batch.
+    pub async fn collect(self) -> Result<RecordBatch> {
+        let schema = self.schema();
+        let batches: Vec<RecordBatch> = self.try_into_stream().await?.try_collect().await?;
+        Ok(arrow_select::concat::concat_batches(&schema, &batches)?)
+    }
+}

@@ -1,0 +1,31 @@
+//! # fathom-table: versioned datasets in the Lance table format
+//!
+//! A dataset is a directory on an object store holding immutable versions
+//! of a table (`_versions/*.manifest`), each a list of fragments; a
+//! fragment is a set of data files (Lance 2.0, see `fathom-file`) plus an
+//! optional deletion file. Commits are atomic (put-if-absent on the next
+//! manifest) and concurrent writers are reconciled by their transactions.
+//!
+//! Byte-compatible with Lance: datasets written here open in pylance, and
+//! datasets pylance writes with `data_storage_version="2.0"` open here.
+
+pub mod commit;
+pub mod dataset;
+pub mod deletion;
+pub mod error;
+pub mod format;
+pub mod manifest_io;
+pub mod naming;
+pub mod pb;
+pub mod rowids;
+pub mod scan;
+pub mod store;
+pub mod transaction;
+pub mod write;
+
+pub use dataset::{CleanupPolicy, CleanupStats, Dataset, Scanner, VersionInfo, WriteMode};
+pub use error::{Error, Result};
+pub use format::{DataFile, DeletionFile, Fragment, IndexMetadata, Manifest};
+pub use scan::{Projection, ROW_ADDR, ROW_ID};
+pub use transaction::Operation;
+pub use write::WriteParams;

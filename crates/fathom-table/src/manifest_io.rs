@@ -1,0 +1,129 @@
+//! Manifest files: length-prefixed protobuf sections and a 16-byte trailer.
+//!
+//! ```text
+//! [u32 len][IndexSection]     (only when the version has indices)
+//! [u32 len][Manifest]         (Manifest.index_section = offset of the section's prefix)
+//! [i64 manifest position][u16 major = 0][u16 minor = 2]["LANC"]
+//! ```
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::format::Manifest;
+use crate::pb;
+
+const TRAILER_LEN: usize = 16;
+const MAGIC: &[u8; 4] = b"LANC";
+
+/// Serializes a manifest (and its index section) into manifest-file bytes.
+pub fn encode_manifest(m: &Manifest) -> Bytes {
+    let mut out = Vec::new();
+    let mut pbm = m.to_pb();
+    if !m.indices.is_empty() {
+        let section = pb::IndexSection {
+            indices: m.indices.iter().map(|i| i.to_pb()).collect(),
+        }
+        .encode_to_vec();
+        pbm.index_section = Some(out.len() as u64);
+        out.extend_from_slice(&(section.len() as u32).to_le_bytes());
+        out.extend_from_slice(&section);
+    }
+    let pos = out.len() as i64;
+    let body = pbm.encode_to_vec();
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&pos.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(MAGIC);
+    Bytes::from(out)
+}
+
+fn section(bytes: &[u8], pos: u64, path: &str, what: &str) -> Result<Bytes> {
+    let pos = pos as usize;
+    let len = bytes
+        .get(pos..pos + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
+        .ok_or_else(|| Error::corrupt(path, format!("{what} offset {pos} beyond the file")))?;
+    bytes
+        .get(pos + 4..pos + 4 + len)
+        .map(Bytes::copy_from_slice)
+        .ok_or_else(|| {
+            Error::corrupt(
+                path,
+                format!("{what} of {len} bytes at {pos} runs past the end"),
+            )
+        })
+}
+
+/// Parses manifest-file bytes.
+pub fn decode_manifest(bytes: &[u8], path: &str) -> Result<Manifest> {
+    if bytes.len() < TRAILER_LEN + 4 {
+        return Err(Error::corrupt(
+            path,
+            format!("manifest is {} bytes: truncated", bytes.len()),
+        ));
+    }
+    let t = &bytes[bytes.len() - TRAILER_LEN..];
+    if &t[12..16] != MAGIC {
+        return Err(Error::corrupt(
+            path,
+            "manifest does not end in \"LANC\": truncated or not a manifest",
+        ));
+    }
+    let pos = i64::from_le_bytes(t[0..8].try_into().unwrap());
+    if pos < 0 || pos as usize >= bytes.len() - TRAILER_LEN {
+        return Err(Error::corrupt(
+            path,
+            format!("manifest position {pos} out of range"),
+        ));
+    }
+    let body = section(bytes, pos as u64, path, "manifest")?;
+    let m = pb::Manifest::decode(body)
+        .map_err(|e| Error::corrupt(path, format!("manifest protobuf: {e}")))?;
+    let indices = match m.index_section {
+        Some(p) => {
+            pb::IndexSection::decode(section(bytes, p, path, "index section")?)
+                .map_err(|e| Error::corrupt(path, format!("index section protobuf: {e}")))?
+                .indices
+        }
+        None => vec![],
+    };
+    Manifest::from_pb(m, indices, path)
+}
+
+pub async fn read_manifest(store: &dyn ObjectStore, path: &Path) -> Result<Manifest> {
+    let bytes = store
+        .get(path)
+        .await
+        .map_err(Error::io(path))?
+        .bytes()
+        .await
+        .map_err(Error::io(path))?;
+    decode_manifest(&bytes, path.as_ref())
+}
+
+/// Writes a manifest only if no file exists at `path` (the commit point).
+/// Returns `Ok(false)` when another writer created it first.
+pub async fn write_manifest_if_absent(
+    store: &dyn ObjectStore,
+    path: &Path,
+    m: &Manifest,
+) -> Result<bool> {
+    let opts = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    match store
+        .put_opts(path, PutPayload::from(encode_manifest(m)), opts)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. })
+        | Err(object_store::Error::Precondition { .. }) => Ok(false),
+        Err(e) => Err(Error::io(path)(e)),
+    }
+}

@@ -1,0 +1,45 @@
+//! Object stores by URI: `memory://name` (process-wide, for tests),
+//! `file:///abs/path` and plain paths (local disk).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+
+use crate::error::{Error, Result};
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// The store and root path of a dataset URI.
+pub fn store_for_uri(uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+    if let Some(rest) = uri.strip_prefix("memory://") {
+        let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let store = memory_stores()
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(InMemory::new()))
+            .clone();
+        return Ok((store, Path::from(path)));
+    }
+    let local = if let Some(rest) = uri.strip_prefix("file://") {
+        rest.to_string()
+    } else if uri.contains("://") {
+        return Err(Error::invalid(format!(
+            "unsupported URI scheme in '{uri}' (supported: file://, memory://, plain paths)"
+        )));
+    } else {
+        uri.to_string()
+    };
+    let abs =
+        std::path::absolute(&local).map_err(|e| Error::invalid(format!("path '{local}': {e}")))?;
+    let root = Path::from_absolute_path(&abs)
+        .map_err(|e| Error::invalid(format!("path '{local}': {e}")))?;
+    Ok((Arc::new(LocalFileSystem::new()), root))
+}

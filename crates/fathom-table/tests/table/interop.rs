@@ -1,0 +1,173 @@
+//! Interop with pylance: datasets it writes (format 2.0, stable row ids,
+//! several fragments, both kinds of deletion file, several versions) read
+//! back equal here, every version; datasets written here open in pylance
+//! with equal rows, counts, versions and time travel; pylance can append to
+//! and delete from them, and we read the result.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::process::Command;
+
+use arrow_array::RecordBatch;
+use fathom_table::{Dataset, WriteMode, WriteParams};
+
+use super::{rows, runtime};
+
+fn script() -> PathBuf {
+    FsPath::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/pylance_dataset.py")
+}
+
+fn pylance() -> Option<String> {
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    if Command::new(&py)
+        .args(["-c", "import lance"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return Some(py);
+    }
+    if std::env::var("FATHOM_REQUIRE_PYLANCE").is_ok_and(|v| v == "1") {
+        panic!("FATHOM_REQUIRE_PYLANCE=1 but pylance cannot be imported");
+    }
+    eprintln!("SKIPPED: pylance not installed (pip install -r requirements-interop.txt)");
+    None
+}
+
+fn run(py: &str, cmd: &str, dir: &FsPath) -> String {
+    let out = Command::new(py)
+        .arg(script())
+        .arg(cmd)
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "pylance_dataset.py {cmd} failed:\n{text}"
+    );
+    text
+}
+
+fn read_ipc(path: &FsPath) -> RecordBatch {
+    let f = std::fs::File::open(path).unwrap();
+    let r = arrow_ipc::reader::FileReader::try_new(f, None).unwrap();
+    let schema = r.schema();
+    let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
+    arrow_select::concat::concat_batches(&schema, &batches).unwrap()
+}
+
+fn write_ipc(path: &FsPath, b: &RecordBatch) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(f, &b.schema()).unwrap();
+    w.write(b).unwrap();
+    w.finish().unwrap();
+}
+
+#[test]
+fn we_read_every_version_pylance_writes() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&py, "write", dir.path());
+    assert!(
+        out.contains("\"arrow\"") && out.contains("\"bin\""),
+        "both deletion kinds: {out}"
+    );
+    runtime().block_on(async {
+        let uri = dir.path().join("py_ds").to_str().unwrap().to_string();
+        let ds = Dataset::open(&uri).await.unwrap();
+        assert!(ds.manifest().uses_stable_row_ids());
+        let versions = ds.versions().await.unwrap();
+        assert!(versions.len() >= 5);
+        for v in versions {
+            let want = read_ipc(&dir.path().join(format!("py_v{}.arrow", v.version)));
+            let old = ds.checkout(v.version).await.unwrap();
+            let mut names: Vec<String> = old
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            names.push("_rowid".into());
+            let got = old.scan().project(&names).unwrap().collect().await.unwrap();
+            assert_eq!(got.num_rows(), want.num_rows(), "version {}", v.version);
+            for (i, f) in want.schema().fields().iter().enumerate() {
+                assert_eq!(
+                    got.column(i),
+                    want.column(i),
+                    "version {} column {}",
+                    v.version,
+                    f.name()
+                );
+            }
+            assert_eq!(old.count_rows() as usize, want.num_rows());
+        }
+    });
+}
+
+#[test]
+fn pylance_reads_and_changes_what_we_write() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("rs_ds").to_str().unwrap().to_string();
+    runtime().block_on(async {
+        let params = WriteParams {
+            max_rows_per_file: 3000,
+            ..Default::default()
+        };
+        let ds = Dataset::write(&uri, &[rows(0..10_000)], WriteMode::Create, params.clone())
+            .await
+            .unwrap();
+        // > 5,000 deletions in fragment 0 is impossible with 3,000 rows; use a bigger append.
+        let ds = ds
+            .append(
+                &[rows(10_000..20_000)],
+                &WriteParams {
+                    max_rows_per_file: 10_000,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let ds = ds
+            .delete_where(&["id"], |b| {
+                use arrow_array::cast::AsArray;
+                Ok(b.column(0)
+                    .as_primitive::<arrow_array::types::Int64Type>()
+                    .iter()
+                    .map(|v| v.map(|v| v % 3 == 0 || (11_000..17_000).contains(&v)))
+                    .collect())
+            })
+            .await
+            .unwrap();
+        let ds = ds.delete_rows(&[1, 2]).await.unwrap();
+        let kinds: Vec<_> = ds
+            .fragments()
+            .iter()
+            .filter_map(|f| f.deletion_file.as_ref().map(|d| d.kind))
+            .collect();
+        assert!(kinds.contains(&fathom_table::format::DeletionFileKind::Bitmap));
+        assert!(kinds.contains(&fathom_table::format::DeletionFileKind::Arrow));
+        for v in ds.versions().await.unwrap() {
+            let b = ds
+                .checkout(v.version)
+                .await
+                .unwrap()
+                .scan()
+                .collect()
+                .await
+                .unwrap();
+            write_ipc(&dir.path().join(format!("rs_v{}.arrow", v.version)), &b);
+        }
+    });
+    run(&py, "check", dir.path());
+    run(&py, "mutate", dir.path());
+    runtime().block_on(async {
+        let ds = Dataset::open(&uri).await.unwrap();
+        let want = read_ipc(&dir.path().join("rs_after.arrow"));
+        let got = ds.scan().collect().await.unwrap();
+        assert_eq!(got.num_rows(), want.num_rows());
+        for i in 0..want.num_columns() {
+            assert_eq!(got.column(i), want.column(i));
+        }
+    });
+}

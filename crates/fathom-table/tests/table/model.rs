@@ -1,0 +1,120 @@
+//! Property test: random sequences of create/append/delete/overwrite/
+//! restore against an in-memory model; every version reads back equal to
+//! the model's rows for that version.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use proptest::prelude::*;
+
+use super::{ids, rows, runtime, unique_uri};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(i64),
+    /// Delete ids with id % m == r.
+    Delete(i64, i64),
+    Overwrite(i64),
+    /// Restore the version at this index (mod the number of versions).
+    Restore(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1i64..60).prop_map(Op::Append),
+        4 => (2i64..6, 0i64..6).prop_map(|(m, r)| Op::Delete(m, r % m)),
+        1 => (1i64..40).prop_map(Op::Overwrite),
+        1 => any::<usize>().prop_map(Op::Restore),
+    ]
+}
+
+async fn run(ops: Vec<Op>, stable: bool) {
+    let uri = unique_uri("model");
+    let params = WriteParams {
+        max_rows_per_file: 17,
+        enable_stable_row_ids: stable,
+        ..Default::default()
+    };
+    let mut next = 30i64;
+    let mut ds = Dataset::write(&uri, &[rows(0..30)], WriteMode::Create, params.clone())
+        .await
+        .unwrap();
+    let mut model: Vec<Vec<i64>> = vec![(0..30).collect()]; // model[i] = version i + 1
+    for op in ops {
+        let cur = model.last().unwrap().clone();
+        let (new_ds, new_rows) = match op {
+            Op::Append(n) => {
+                let d = ds.append(&[rows(next..next + n)], &params).await.unwrap();
+                let mut r = cur.clone();
+                r.extend(next..next + n);
+                next += n;
+                (d, r)
+            }
+            Op::Delete(m, rem) => {
+                let d = ds
+                    .delete_where(&["id"], |b| {
+                        Ok(b.column(0)
+                            .as_primitive::<Int64Type>()
+                            .iter()
+                            .map(|v| v.map(|v| v % m == rem))
+                            .collect())
+                    })
+                    .await
+                    .unwrap();
+                (d, cur.iter().copied().filter(|v| v % m != rem).collect())
+            }
+            Op::Overwrite(n) => {
+                let d = ds
+                    .overwrite(&[rows(next..next + n)], &params)
+                    .await
+                    .unwrap();
+                let r = (next..next + n).collect();
+                next += n;
+                (d, r)
+            }
+            Op::Restore(i) => {
+                let v = i % model.len();
+                let d = ds
+                    .checkout(v as u64 + 1)
+                    .await
+                    .unwrap()
+                    .restore()
+                    .await
+                    .unwrap();
+                (d, model[v].clone())
+            }
+        };
+        // A delete that matched nothing commits nothing.
+        if new_ds.version() as usize == model.len() {
+            assert_eq!(new_rows, cur);
+        } else {
+            assert_eq!(new_ds.version() as usize, model.len() + 1);
+            model.push(new_rows);
+        }
+        ds = new_ds;
+    }
+    let latest = Dataset::open(&uri).await.unwrap();
+    for (i, want) in model.iter().enumerate() {
+        let v = latest.checkout(i as u64 + 1).await.unwrap();
+        assert_eq!(
+            &ids(&v.scan().collect().await.unwrap()),
+            want,
+            "version {}",
+            i + 1
+        );
+        assert_eq!(
+            v.count_rows() as usize,
+            want.len(),
+            "count of version {}",
+            i + 1
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #[test]
+    fn versions_match_the_model(ops in prop::collection::vec(op(), 1..10), stable in any::<bool>()) {
+        runtime().block_on(run(ops, stable));
+    }
+}

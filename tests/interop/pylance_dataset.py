@@ -1,0 +1,88 @@
+"""Interop oracle for datasets (table format), driven by the Rust tests.
+
+  write DIR        pylance creates DIR/py_ds (format 2.0, stable row ids, several
+                   fragments, both kinds of deletion file, several versions) and
+                   DIR/py_v{N}.arrow = to_table(with_row_id=True) of every version
+  check DIR        pylance opens DIR/rs_ds written by Rust and compares every
+                   version with DIR/rs_v{N}.arrow (rows, count_rows, time travel)
+  mutate DIR       pylance appends to and deletes from DIR/rs_ds, then dumps the
+                   new latest version to DIR/rs_after.arrow
+"""
+import json
+import os
+import sys
+
+import pyarrow as pa
+import lance
+
+
+def dump(table, path):
+    with pa.OSFile(path, "wb") as f:
+        with pa.ipc.new_file(f, table.schema) as w:
+            w.write_table(table)
+
+
+def load(path):
+    return pa.ipc.open_file(path).read_all()
+
+
+def table(start, n):
+    return pa.table({
+        "id": pa.array(range(start, start + n), pa.int64()),
+        "name": pa.array([f"n{i}" if i % 11 else None for i in range(start, start + n)]),
+        "score": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
+        "tags": pa.array([[f"t{i % 3}"] * (i % 3) for i in range(start, start + n)], pa.list_(pa.string())),
+    })
+
+
+def write(d):
+    uri = os.path.join(d, "py_ds")
+    ds = lance.write_dataset(table(0, 12000), uri, data_storage_version="2.0",
+                             enable_stable_row_ids=True, max_rows_per_file=10000)
+    ds.delete("id < 10")                      # small deletion: .arrow
+    ds.delete("id >= 2000 and id < 8000")     # > 5,000 rows of fragment 0: .bin
+    ds.delete("id >= 10000 and id < 10500")   # part of fragment 1
+    ds = lance.write_dataset(table(12000, 3000), uri, mode="append", max_rows_per_file=5000)
+    ds.delete("id % 7 = 0")
+    ds = lance.dataset(uri)
+    for v in ds.versions():
+        t = lance.dataset(uri, version=v["version"]).to_table(with_row_id=True)
+        dump(t, os.path.join(d, f"py_v{v['version']}.arrow"))
+    kinds = sorted({f.split(".")[-1] for f in os.listdir(os.path.join(uri, "_deletions"))})
+    print(json.dumps({"versions": [v["version"] for v in ds.versions()], "deletion_kinds": kinds}))
+
+
+def check(d):
+    uri = os.path.join(d, "rs_ds")
+    ds = lance.dataset(uri)
+    bad = 0
+    versions = [v["version"] for v in ds.versions()]
+    expected_versions = sorted(int(f[4:-6]) for f in os.listdir(d) if f.startswith("rs_v") and f.endswith(".arrow"))
+    if versions != expected_versions:
+        print("BAD versions", versions, expected_versions)
+        bad += 1
+    for v in expected_versions:
+        exp = load(os.path.join(d, f"rs_v{v}.arrow"))
+        old = lance.dataset(uri, version=v)
+        got = old.to_table()
+        ok = got.equals(exp) and old.count_rows() == exp.num_rows
+        print(("ok  " if ok else "BAD ") + f"version {v}: {got.num_rows} rows, count_rows {old.count_rows()}")
+        if not ok:
+            bad += 1
+            print(got.slice(0, 5), exp.slice(0, 5))
+    sys.exit(1 if bad else 0)
+
+
+def mutate(d):
+    uri = os.path.join(d, "rs_ds")
+    ds = lance.dataset(uri)
+    schema = ds.schema
+    extra = pa.table({"id": pa.array([100000, 100001], pa.int64()), "value": pa.array(["x", None])}).cast(schema)
+    ds = lance.write_dataset(extra, uri, mode="append")
+    ds.delete("id = 1")
+    dump(lance.dataset(uri).to_table(), os.path.join(d, "rs_after.arrow"))
+    print("version", lance.dataset(uri).version)
+
+
+if __name__ == "__main__":
+    {"write": write, "check": check, "mutate": mutate}[sys.argv[1]](sys.argv[2])
