@@ -45,6 +45,8 @@ def write(d):
     ds = lance.write_dataset(table(12000, 3000), uri, mode="append", max_rows_per_file=5000)
     ds.delete("id % 7 = 0")
     ds = lance.dataset(uri)
+    ds.add_columns(pa.field("extra", pa.int32()))   # schema evolution: reads as NULL
+    ds = lance.dataset(uri)
     for v in ds.versions():
         t = lance.dataset(uri, version=v["version"]).to_table(with_row_id=True)
         dump(t, os.path.join(d, f"py_v{v['version']}.arrow"))

@@ -81,3 +81,70 @@ fn corrupt_manifest_is_named() {
         let _ = Dataset::open(&uri).await; // must not panic
     });
 }
+
+#[test]
+fn unknown_feature_flags_are_refused() {
+    runtime().block_on(async {
+        let uri = unique_uri("flags");
+        let ds = Dataset::write(
+            &uri,
+            &[rows(0..10)],
+            WriteMode::Create,
+            WriteParams::default(),
+        )
+        .await
+        .unwrap();
+        let path = fathom_table::naming::manifest_path(
+            ds.root(),
+            2,
+            fathom_table::naming::ManifestNaming::V2,
+        );
+        let mut m = ds.manifest().clone();
+        m.version = 2;
+        m.reader_feature_flags |= fathom_table::format::flags::DATA_OVERLAY_FILES;
+        let bytes = fathom_table::manifest_io::encode_manifest(&m);
+        ds.store()
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .unwrap();
+        let err = Dataset::open(&uri).await.unwrap_err().to_string();
+        assert!(err.contains("data overlay files (64)"), "{err}");
+        // The older version is still readable.
+        assert_eq!(ds.checkout(1).await.unwrap().count_rows(), 10);
+    });
+}
+
+#[test]
+fn v1_manifest_names_are_read() {
+    runtime().block_on(async {
+        use fathom_table::naming::{ManifestNaming, manifest_path};
+        let uri = unique_uri("v1");
+        let ds = Dataset::write(
+            &uri,
+            &[rows(0..10)],
+            WriteMode::Create,
+            WriteParams::default(),
+        )
+        .await
+        .unwrap();
+        let ds = ds
+            .append(&[rows(10..12)], &WriteParams::default())
+            .await
+            .unwrap();
+        for v in 1..=2 {
+            let from = manifest_path(ds.root(), v, ManifestNaming::V2);
+            let to = manifest_path(ds.root(), v, ManifestNaming::V1);
+            ds.store().rename(&from, &to).await.unwrap();
+        }
+        let reopened = Dataset::open(&uri).await.unwrap();
+        assert_eq!((reopened.version(), reopened.count_rows()), (2, 12));
+        // New commits keep the V1 scheme.
+        let next = reopened
+            .append(&[rows(12..13)], &WriteParams::default())
+            .await
+            .unwrap();
+        assert_eq!(next.version(), 3);
+        let v3 = manifest_path(ds.root(), 3, ManifestNaming::V1);
+        assert!(ds.store().head(&v3).await.is_ok());
+    });
+}

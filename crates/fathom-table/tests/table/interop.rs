@@ -78,6 +78,11 @@ fn we_read_every_version_pylance_writes() {
         assert!(ds.manifest().uses_stable_row_ids());
         let versions = ds.versions().await.unwrap();
         assert!(versions.len() >= 5);
+        assert_eq!(
+            ds.schema().fields().last().unwrap().name(),
+            "extra",
+            "added column"
+        );
         for v in versions {
             let want = read_ipc(&dir.path().join(format!("py_v{}.arrow", v.version)));
             let old = ds.checkout(v.version).await.unwrap();
