@@ -365,8 +365,9 @@ impl Dataset {
         .await
     }
 
-    /// Deletes rows by row address. Addresses of rows already deleted are ignored.
-    pub async fn delete_rows(&self, addresses: &[u64]) -> Result<Self> {
+    /// Writes deletion files for `addresses`; returns the fragments updated,
+    /// those now fully deleted, and the offsets newly deleted per fragment.
+    async fn prepare_deletes(&self, addresses: &[u64]) -> Result<PreparedDelete> {
         let mut by_frag: HashMap<u64, RoaringBitmap> = HashMap::new();
         for &a in addresses {
             let (f, o) = split_address(a);
@@ -374,9 +375,7 @@ impl Dataset {
         }
         let frags: HashMap<u64, &Fragment> =
             self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
-        let mut updated = Vec::new();
-        let mut deleted_ids = Vec::new();
-        let mut new_deletions = HashMap::new();
+        let mut out = PreparedDelete::default();
         let mut ids: Vec<u64> = by_frag.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -409,28 +408,70 @@ impl Dataset {
             if let Some(e) = &existing {
                 fresh -= e.as_ref();
             }
-            new_deletions.insert(id, fresh);
+            out.count += fresh.len();
+            out.new_deletions.insert(id, fresh);
             if all.len() >= frag.physical_rows {
-                deleted_ids.push(id);
+                out.deleted_ids.push(id);
             } else {
                 let mut f = (*frag).clone();
                 f.deletion_file = Some(
                     write_deletions(self.store.as_ref(), &self.root, id, self.version(), &all)
                         .await?,
                 );
-                updated.push(f);
+                out.updated.push(f);
             }
         }
-        if updated.is_empty() && deleted_ids.is_empty() {
-            return Ok(self.clone());
+        Ok(out)
+    }
+
+    /// Deletes rows by row address. Addresses of rows already deleted are ignored.
+    pub async fn delete_rows(&self, addresses: &[u64]) -> Result<Self> {
+        Ok(self.delete_rows_counted(addresses).await?.0)
+    }
+
+    /// As [`Dataset::delete_rows`], also returning how many rows were deleted.
+    pub async fn delete_rows_counted(&self, addresses: &[u64]) -> Result<(Self, u64)> {
+        let p = self.prepare_deletes(addresses).await?;
+        if p.updated.is_empty() && p.deleted_ids.is_empty() {
+            return Ok((self.clone(), 0));
         }
-        self.commit(Operation::Delete {
-            updated,
-            deleted_ids,
-            predicate: String::new(),
-            new_deletions,
+        let ds = self
+            .commit(Operation::Delete {
+                updated: p.updated,
+                deleted_ids: p.deleted_ids,
+                predicate: String::new(),
+                new_deletions: p.new_deletions,
+            })
+            .await?;
+        Ok((ds, p.count))
+    }
+
+    /// Replaces rows in one commit: the rows at `addresses` are deleted and
+    /// `new_fragments` (their new values, written with a `FragmentWriter`)
+    /// are added.
+    pub async fn update_rows(
+        &self,
+        addresses: &[u64],
+        new_fragments: Vec<Fragment>,
+    ) -> Result<Self> {
+        let p = self.prepare_deletes(addresses).await?;
+        self.commit(Operation::Update {
+            removed_ids: p.deleted_ids,
+            updated: p.updated,
+            new: new_fragments,
+            fields_modified: vec![],
         })
         .await
+    }
+
+    /// A writer for new fragments of this table.
+    pub fn fragment_writer(&self, params: WriteParams) -> Result<crate::write::FragmentWriter> {
+        crate::write::FragmentWriter::new(
+            self.store.clone(),
+            self.root.clone(),
+            self.manifest.schema.clone(),
+            params,
+        )
     }
 
     /// Deletes the rows for which `predicate` (evaluated by the caller on
@@ -781,6 +822,14 @@ impl Dataset {
         }
         Ok(stats)
     }
+}
+
+#[derive(Default)]
+struct PreparedDelete {
+    updated: Vec<Fragment>,
+    deleted_ids: Vec<u64>,
+    new_deletions: HashMap<u64, RoaringBitmap>,
+    count: u64,
 }
 
 /// How `Dataset::write` treats an existing dataset.

@@ -78,6 +78,106 @@ fn all_ids(schema: &LanceSchema) -> Vec<i32> {
     out
 }
 
+/// Writes batches into new fragments as they arrive, with bounded memory.
+pub struct FragmentWriter {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    schema: LanceSchema,
+    arrow_schema: Arc<arrow_schema::Schema>,
+    ids: Vec<i32>,
+    params: WriteParams,
+    current: Option<(FileWriter, String)>,
+    done: Vec<Fragment>,
+    rows: u64,
+}
+
+impl FragmentWriter {
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        schema: LanceSchema,
+        params: WriteParams,
+    ) -> Result<Self> {
+        let arrow_schema = Arc::new(schema.to_arrow()?);
+        Ok(FragmentWriter {
+            ids: all_ids(&schema),
+            store,
+            root,
+            schema,
+            arrow_schema,
+            params,
+            current: None,
+            done: vec![],
+            rows: 0,
+        })
+    }
+
+    /// Rows written so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows
+    }
+
+    async fn close_current(&mut self) -> Result<()> {
+        if let Some((w, name)) = self.current.take() {
+            let written = w.finish().await?;
+            self.done.push(Fragment {
+                id: 0,
+                files: vec![DataFile {
+                    path: name,
+                    fields: self.ids.clone(),
+                    column_indices: (0..self.ids.len() as i32).collect(),
+                    file_major_version: 2,
+                    file_minor_version: 0,
+                    file_size_bytes: written.size_bytes,
+                    base_id: None,
+                }],
+                deletion_file: None,
+                physical_rows: written.num_rows,
+                row_id_meta: None,
+                passthrough: FragmentPassthrough::default(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends a batch (checked against the table schema).
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        check_batch(&self.arrow_schema, batch)?;
+        // Re-label the batch with the table schema (nullability, metadata).
+        let batch = RecordBatch::try_new(self.arrow_schema.clone(), batch.columns().to_vec())
+            .map_err(|e| Error::invalid(format!("data does not fit the table schema: {e}")))?;
+        let max = self.params.max_rows_per_file.max(1);
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            if self.current.is_none() {
+                let name = new_data_file_name();
+                let w = FileWriter::with_lance_schema(
+                    self.store.clone(),
+                    data_file_path(&self.root, &name),
+                    self.schema.clone(),
+                    self.params.file.clone(),
+                )?;
+                self.current = Some((w, name));
+            }
+            let (w, _) = self.current.as_mut().unwrap();
+            let n = (max - w.num_rows() as usize).min(batch.num_rows() - offset);
+            w.write_batch(&batch.slice(offset, n)).await?;
+            offset += n;
+            self.rows += n as u64;
+            if w.num_rows() as usize >= max {
+                self.close_current().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the last file; returns the new fragments (ids not yet assigned).
+    pub async fn finish(mut self) -> Result<Vec<Fragment>> {
+        self.close_current().await?;
+        Ok(self.done)
+    }
+}
+
 /// Writes `batches` as new fragments (ids not yet assigned).
 pub async fn write_fragments(
     store: &Arc<dyn ObjectStore>,
@@ -86,59 +186,9 @@ pub async fn write_fragments(
     batches: &[RecordBatch],
     params: &WriteParams,
 ) -> Result<Vec<Fragment>> {
-    let arrow_schema = schema.to_arrow()?;
-    let ids = all_ids(schema);
-    let mut out = Vec::new();
-    let mut writer: Option<(FileWriter, String)> = None;
-    let finish = |w: FileWriter, name: String| async {
-        let written = w.finish().await?;
-        Ok::<Fragment, Error>(Fragment {
-            id: 0,
-            files: vec![DataFile {
-                path: name,
-                fields: ids.clone(),
-                column_indices: (0..ids.len() as i32).collect(),
-                file_major_version: 2,
-                file_minor_version: 0,
-                file_size_bytes: written.size_bytes,
-                base_id: None,
-            }],
-            deletion_file: None,
-            physical_rows: written.num_rows,
-            row_id_meta: None,
-            passthrough: FragmentPassthrough::default(),
-        })
-    };
-    for batch in batches {
-        check_batch(&arrow_schema, batch)?;
-        // Re-label the batch with the table schema (nullability, metadata).
-        let batch = RecordBatch::try_new(Arc::new(arrow_schema.clone()), batch.columns().to_vec())
-            .map_err(|e| Error::invalid(format!("data does not fit the table schema: {e}")))?;
-        let mut offset = 0;
-        while offset < batch.num_rows() {
-            if writer.is_none() {
-                let name = new_data_file_name();
-                let w = FileWriter::with_lance_schema(
-                    store.clone(),
-                    data_file_path(root, &name),
-                    schema.clone(),
-                    params.file.clone(),
-                )?;
-                writer = Some((w, name));
-            }
-            let (w, _) = writer.as_mut().unwrap();
-            let room = params.max_rows_per_file.max(1) - w.num_rows() as usize;
-            let n = room.min(batch.num_rows() - offset);
-            w.write_batch(&batch.slice(offset, n)).await?;
-            offset += n;
-            if w.num_rows() as usize >= params.max_rows_per_file.max(1) {
-                let (w, name) = writer.take().unwrap();
-                out.push(finish(w, name).await?);
-            }
-        }
+    let mut w = FragmentWriter::new(store.clone(), root.clone(), schema.clone(), params.clone())?;
+    for b in batches {
+        w.write(b).await?;
     }
-    if let Some((w, name)) = writer.take() {
-        out.push(finish(w, name).await?);
-    }
-    Ok(out)
+    w.finish().await
 }

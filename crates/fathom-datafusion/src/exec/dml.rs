@@ -1,0 +1,333 @@
+//! Data-changing nodes: INSERT (append or overwrite), DELETE and UPDATE.
+//! Each runs its statement as exactly one commit and outputs one row with
+//! the number of rows affected; a statement that fails commits nothing.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, execute_stream,
+};
+use fathom_table::scan::Projection;
+use fathom_table::{Operation, WriteParams};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::to_df;
+use crate::provider::TableState;
+
+/// What a DML node does.
+#[derive(Debug, Clone)]
+pub enum DmlKind {
+    Insert {
+        input: Arc<dyn ExecutionPlan>,
+        overwrite: bool,
+    },
+    Delete {
+        /// Columns read to evaluate the filter (plus `_rowaddr`).
+        read: Projection,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+    },
+    Update {
+        read: Projection,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        /// Per table column: its new value, or `None` to keep it.
+        assignments: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    },
+}
+
+/// Runs one DML statement.
+#[derive(Debug)]
+pub struct DmlExec {
+    state: Arc<TableState>,
+    kind: DmlKind,
+    props: Arc<PlanProperties>,
+}
+
+pub fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+impl DmlExec {
+    pub fn new(state: Arc<TableState>, kind: DmlKind) -> Self {
+        let props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        DmlExec { state, kind, props }
+    }
+}
+
+impl DisplayAs for DmlExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.kind {
+            DmlKind::Insert { overwrite, .. } => {
+                write!(
+                    f,
+                    "FathomInsertExec: {}",
+                    if *overwrite { "overwrite" } else { "append" }
+                )
+            }
+            DmlKind::Delete { filter, .. } => {
+                write!(f, "FathomDeleteExec")?;
+                if let Some(p) = filter {
+                    write!(f, ": filter={p}")?;
+                }
+                Ok(())
+            }
+            DmlKind::Update { filter, .. } => {
+                write!(f, "FathomUpdateExec")?;
+                if let Some(p) = filter {
+                    write!(f, ": filter={p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn mask(
+    filter: &Option<Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+) -> Result<Option<arrow_array::BooleanArray>> {
+    let Some(f) = filter else { return Ok(None) };
+    let m = f.evaluate(batch)?.into_array(batch.num_rows())?;
+    let m = arrow_array::cast::AsArray::as_boolean_opt(&m)
+        .ok_or_else(|| DataFusionError::Plan("filter is not boolean".into()))?
+        .clone();
+    // NULL counts as false.
+    Ok(Some(if arrow_array::Array::null_count(&m) > 0 {
+        arrow_select::filter::prep_null_mask_filter(&m)
+    } else {
+        m
+    }))
+}
+
+async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Result<u64> {
+    let ds = state.latest().await?;
+    let n_fields = ds.schema().fields().len();
+    match kind {
+        DmlKind::Insert { input, overwrite } => {
+            let mut stream = execute_stream(input, ctx)?;
+            let table_schema = ds.schema().clone();
+            let mut writer = if overwrite {
+                None
+            } else {
+                Some(ds.fragment_writer(WriteParams::default()).map_err(to_df)?)
+            };
+            let mut batches_for_overwrite = Vec::new();
+            let mut rows = 0u64;
+            while let Some(batch) = stream.try_next().await? {
+                // Drop virtual columns DataFusion filled with NULLs.
+                let cols: Vec<ArrayRef> = batch.columns()[..n_fields].to_vec();
+                let batch = RecordBatch::try_new(table_schema.clone(), cols).map_err(|e| {
+                    DataFusionError::Plan(format!(
+                        "inserted rows do not fit table {}: {e}",
+                        ds.uri()
+                    ))
+                })?;
+                rows += batch.num_rows() as u64;
+                match &mut writer {
+                    Some(w) => w.write(&batch).await.map_err(to_df)?,
+                    None => batches_for_overwrite.push(batch),
+                }
+            }
+            let new = match writer {
+                Some(w) => {
+                    let fragments = w.finish().await.map_err(to_df)?;
+                    if fragments.is_empty() {
+                        return Ok(0);
+                    }
+                    ds.commit(Operation::Append { fragments })
+                        .await
+                        .map_err(to_df)?
+                }
+                None => {
+                    let mut w = ds.fragment_writer(WriteParams::default()).map_err(to_df)?;
+                    for b in &batches_for_overwrite {
+                        w.write(b).await.map_err(to_df)?;
+                    }
+                    let fragments = w.finish().await.map_err(to_df)?;
+                    ds.commit(Operation::Overwrite {
+                        fragments,
+                        schema: ds.manifest().schema.clone(),
+                        config_upsert: Default::default(),
+                    })
+                    .await
+                    .map_err(to_df)?
+                }
+            };
+            state.set(new);
+            Ok(rows)
+        }
+        DmlKind::Delete { read, filter } => {
+            let mut stream = ds
+                .scan()
+                .with_projection(read)
+                .try_into_stream()
+                .await
+                .map_err(to_df)?;
+            let mut addrs = Vec::new();
+            while let Some(batch) = stream.try_next().await.map_err(to_df)? {
+                let a = batch
+                    .column(batch.num_columns() - 1)
+                    .as_any()
+                    .downcast_ref::<UInt64Array>()
+                    .unwrap()
+                    .clone();
+                match mask(&filter, &batch)? {
+                    Some(m) => addrs.extend(
+                        arrow_select::filter::filter(&a, &m)?
+                            .as_any()
+                            .downcast_ref::<UInt64Array>()
+                            .unwrap()
+                            .values()
+                            .iter()
+                            .copied(),
+                    ),
+                    None => addrs.extend(a.values().iter().copied()),
+                }
+            }
+            let (new, n) = ds.delete_rows_counted(&addrs).await.map_err(to_df)?;
+            state.set(new);
+            Ok(n)
+        }
+        DmlKind::Update {
+            read,
+            filter,
+            assignments,
+        } => {
+            let mut stream = ds
+                .scan()
+                .with_projection(read)
+                .try_into_stream()
+                .await
+                .map_err(to_df)?;
+            let mut writer = ds.fragment_writer(WriteParams::default()).map_err(to_df)?;
+            let mut addrs = Vec::new();
+            let table_schema = ds.schema().clone();
+            while let Some(batch) = stream.try_next().await.map_err(to_df)? {
+                let batch = match mask(&filter, &batch)? {
+                    Some(m) => arrow_select::filter::filter_record_batch(&batch, &m)?,
+                    None => batch,
+                };
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                let a = batch
+                    .column(batch.num_columns() - 1)
+                    .as_any()
+                    .downcast_ref::<UInt64Array>()
+                    .unwrap();
+                addrs.extend(a.values().iter().copied());
+                let mut cols = Vec::with_capacity(n_fields);
+                for (i, assign) in assignments.iter().enumerate() {
+                    let want = table_schema.field(i).data_type();
+                    cols.push(match assign {
+                        None => batch.column(i).clone(),
+                        Some(e) => {
+                            let v = e.evaluate(&batch)?.into_array(batch.num_rows())?;
+                            if v.data_type() == want {
+                                v
+                            } else {
+                                arrow_cast_compat(&v, want)?
+                            }
+                        }
+                    });
+                }
+                let new_rows = RecordBatch::try_new(table_schema.clone(), cols).map_err(|e| {
+                    DataFusionError::Plan(format!(
+                        "updated rows do not fit table {}: {e}",
+                        ds.uri()
+                    ))
+                })?;
+                writer.write(&new_rows).await.map_err(to_df)?;
+            }
+            let fragments = writer.finish().await.map_err(to_df)?;
+            if addrs.is_empty() {
+                return Ok(0);
+            }
+            let n = addrs.len() as u64;
+            let new = ds.update_rows(&addrs, fragments).await.map_err(to_df)?;
+            state.set(new);
+            Ok(n)
+        }
+    }
+}
+
+fn arrow_cast_compat(v: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    Ok(datafusion::arrow::compute::cast(v, to)?)
+}
+
+impl ExecutionPlan for DmlExec {
+    fn name(&self) -> &str {
+        "DmlExec"
+    }
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        match &self.kind {
+            DmlKind::Insert { input, .. } => vec![input],
+            _ => vec![],
+        }
+    }
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        match (&self.kind, children.as_slice()) {
+            (DmlKind::Insert { overwrite, .. }, [child]) => Ok(Arc::new(DmlExec::new(
+                self.state.clone(),
+                DmlKind::Insert {
+                    input: child.clone(),
+                    overwrite: *overwrite,
+                },
+            ))),
+            _ => Ok(self),
+        }
+    }
+    fn execute(
+        &self,
+        partition: usize,
+        ctx: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "DmlExec has one partition, asked for {partition}"
+            )));
+        }
+        let state = self.state.clone();
+        let kind = self.kind.clone();
+        let fut = async move {
+            let n = run(state, kind, ctx).await?;
+            Ok(RecordBatch::try_new(
+                count_schema(),
+                vec![Arc::new(UInt64Array::from(vec![n]))],
+            )?)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(fut).boxed(),
+        )))
+    }
+}

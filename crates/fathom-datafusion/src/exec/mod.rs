@@ -1,0 +1,4 @@
+//! Execution nodes, one per file.
+
+pub mod dml;
+pub mod scan;

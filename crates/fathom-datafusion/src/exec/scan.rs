@@ -1,0 +1,324 @@
+//! `FragmentScanExec`: the flat path. Reads the planned fragment row
+//! ranges of one snapshot, skips deleted rows, evaluates the pushed filter
+//! (exactly, with DataFusion's own physical expressions), projects, and
+//! stops at the limit.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::Result;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use fathom_table::Dataset;
+use fathom_table::scan::{Projection, Rows, chunk_runs};
+use futures::StreamExt;
+
+use crate::error::to_df;
+use crate::planner::{ScanPlan, ScanUnit};
+
+/// Scans fragments on the flat path.
+#[derive(Debug, Clone)]
+pub struct FragmentScanExec {
+    dataset: Dataset,
+    plan: ScanPlan,
+    /// What is read: requested columns plus those the filter needs.
+    read: Projection,
+    /// Columns of the read batch that are output.
+    output: Vec<usize>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    limit: Option<usize>,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+    batch_size: usize,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl FragmentScanExec {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        dataset: Dataset,
+        plan: ScanPlan,
+        read: Projection,
+        output: Vec<usize>,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        limit: Option<usize>,
+        schema: SchemaRef,
+        batch_size: usize,
+    ) -> Self {
+        let props = Arc::new(
+            PlanProperties::new(
+                EquivalenceProperties::new(schema.clone()),
+                Partitioning::UnknownPartitioning(plan.partitions.len().max(1)),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )
+            .with_scheduling_type(SchedulingType::Cooperative),
+        );
+        FragmentScanExec {
+            dataset,
+            plan,
+            read,
+            output,
+            filter,
+            limit,
+            schema,
+            props,
+            batch_size,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    pub fn plan(&self) -> &ScanPlan {
+        &self.plan
+    }
+}
+
+impl DisplayAs for FragmentScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let cols: Vec<String> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        write!(
+            f,
+            "FragmentScanExec: version={}, fragments={}, rows={}, projection=[{}]",
+            self.dataset.version(),
+            self.plan.num_fragments(),
+            self.plan.num_rows(),
+            cols.join(", ")
+        )?;
+        if let Some(filter) = &self.filter {
+            write!(f, ", filter={filter}")?;
+        }
+        if let Some(l) = self.limit {
+            write!(f, ", limit={l}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for FragmentScanExec {
+    fn name(&self) -> &str {
+        "FragmentScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        match &self.filter {
+            Some(e) => f(e),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut new = self.clone();
+        new.limit = limit;
+        Some(Arc::new(new))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let mut s = Statistics::new_unknown(&self.schema);
+        if self.filter.is_none() {
+            let rows = match args.partition() {
+                None => Some(self.dataset.count_rows()),
+                // Per partition the live count would need the deletion files.
+                Some(_) => None,
+            };
+            if let Some(rows) = rows {
+                let rows = self.limit.map_or(rows, |l| rows.min(l as u64)) as usize;
+                s.num_rows = Precision::Exact(rows);
+            }
+        }
+        Ok(Arc::new(s))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _ctx: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units: Vec<ScanUnit> = self
+            .plan
+            .partitions
+            .get(partition)
+            .cloned()
+            .unwrap_or_default();
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let scanned: Count = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
+        let fragments: Count =
+            MetricBuilder::new(&self.metrics).counter("fragments_scanned", partition);
+        let ds = self.dataset.clone();
+        let read = Arc::new(self.read.clone());
+        let output = self.output.clone();
+        let filter = self.filter.clone();
+        let schema = self.schema.clone();
+        let batch_size = self.batch_size as u64;
+        let limit = self.limit;
+        let by_id: std::collections::HashMap<u64, fathom_table::Fragment> =
+            ds.fragments().iter().map(|f| (f.id, f.clone())).collect();
+
+        let stream =
+            futures::stream::iter(units)
+                .then(move |unit| {
+                    let ds = ds.clone();
+                    let read = read.clone();
+                    let frag = by_id.get(&unit.fragment).cloned();
+                    let fragments = fragments.clone();
+                    async move {
+                        let frag = frag.ok_or_else(|| {
+                            datafusion::error::DataFusionError::Internal(format!(
+                                "fragment {} not in snapshot",
+                                unit.fragment
+                            ))
+                        })?;
+                        fragments.add(1);
+                        let reader = Arc::new(
+                            ds.fragment_reader(&frag, read.with_row_id)
+                                .await
+                                .map_err(to_df)?,
+                        );
+                        let runs: Vec<_> = reader
+                            .live_runs()
+                            .into_iter()
+                            .filter_map(|r| {
+                                let s = r.start.max(unit.rows.start);
+                                let e = r.end.min(unit.rows.end);
+                                (s < e).then_some(s..e)
+                            })
+                            .collect();
+                        let chunks = chunk_runs(&runs, batch_size);
+                        Ok::<_, datafusion::error::DataFusionError>(
+                            futures::stream::iter(chunks).map(move |c| {
+                                let reader = reader.clone();
+                                let read = read.clone();
+                                Ok(async move {
+                                    reader.read(&read, Rows::Runs(&c)).await.map_err(to_df)
+                                })
+                            }),
+                        )
+                    }
+                })
+                .try_flatten_unordered_compat()
+                .map(move |batch: Result<RecordBatch>| {
+                    let batch = batch?;
+                    scanned.add(batch.num_rows());
+                    let batch = match &filter {
+                        Some(f) => {
+                            let mask = f.evaluate(&batch)?.into_array(batch.num_rows())?;
+                            let mask = arrow_array::cast::AsArray::as_boolean_opt(&mask)
+                                .ok_or_else(|| {
+                                    datafusion::error::DataFusionError::Plan(
+                                        "filter is not boolean".into(),
+                                    )
+                                })?;
+                            arrow_select::filter::filter_record_batch(&batch, mask)?
+                        }
+                        None => batch,
+                    };
+                    let projected = batch.project(&output)?;
+                    Ok(RecordBatch::try_new_with_options(
+                        schema.clone(),
+                        projected.columns().to_vec(),
+                        &arrow_array::RecordBatchOptions::new()
+                            .with_row_count(Some(projected.num_rows())),
+                    )?)
+                });
+        let stream = apply_limit(stream, limit).map(move |b| {
+            if let Ok(b) = &b {
+                baseline.record_output(b.num_rows());
+            }
+            b
+        });
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        ))))
+    }
+}
+
+/// Truncates a stream of batches after `limit` rows.
+fn apply_limit(
+    s: impl futures::Stream<Item = Result<RecordBatch>> + Send + 'static,
+    limit: Option<usize>,
+) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+    let Some(limit) = limit else {
+        return s.boxed();
+    };
+    s.scan(limit, |left, b| {
+        if *left == 0 {
+            return futures::future::ready(None);
+        }
+        let r = b.map(|b| {
+            let n = b.num_rows().min(*left);
+            *left -= n;
+            b.slice(0, n)
+        });
+        futures::future::ready(Some(r))
+    })
+    .boxed()
+}
+
+/// `try_flatten` over a stream of streams of futures, reading ahead by two.
+trait TryFlattenCompat: Sized {
+    fn try_flatten_unordered_compat(
+        self,
+    ) -> futures::stream::BoxStream<'static, Result<RecordBatch>>;
+}
+
+impl<S, Inner, Fut> TryFlattenCompat for S
+where
+    S: futures::Stream<Item = Result<Inner>> + Send + 'static,
+    Inner: futures::Stream<Item = Result<Fut>> + Send + 'static,
+    Fut: futures::Future<Output = Result<RecordBatch>> + Send + 'static,
+{
+    fn try_flatten_unordered_compat(
+        self,
+    ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+        use futures::TryStreamExt;
+        self.try_flatten().try_buffered(2).boxed()
+    }
+}

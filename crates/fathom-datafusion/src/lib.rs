@@ -1,0 +1,70 @@
+//! # fathom-datafusion: Lance datasets in DataFusion
+//!
+//! A thin layer: conversion and delegation to `fathom-table`.
+//!
+//! - [`FathomTable`]: a dataset as a `TableProvider` (projection, exact
+//!   filter and limit pushdown, exact row counts, parallel fragment scans,
+//!   `_rowid` / `_rowaddr`, INSERT / DELETE / UPDATE as single commits).
+//! - [`FathomTableFactory`]: `CREATE EXTERNAL TABLE ... STORED AS LANCE`.
+//! - [`DirectorySchema`]: a directory of datasets as a schema, so that
+//!   `CREATE TABLE` / `CREATE TABLE AS SELECT` / `DROP TABLE` manage datasets.
+//! - [`LanceTableFunction`]: `lance_table('<uri>', version)` (time travel).
+//!
+//! ```text
+//! TableProvider::scan ─► planner::plan_flat (pure) ─► FragmentScanExec
+//! ```
+
+pub mod catalog;
+pub mod error;
+pub mod exec;
+pub mod factory;
+pub mod planner;
+pub mod provider;
+pub mod udtf;
+pub mod util;
+
+use std::sync::Arc;
+
+use datafusion::error::Result;
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::SessionConfig;
+
+pub use catalog::DirectorySchema;
+pub use factory::FathomTableFactory;
+pub use provider::{FathomTable, TableOptions};
+pub use udtf::LanceTableFunction;
+
+/// A session with Fathom set up: `STORED AS LANCE`, `lance_table(...)`,
+/// and, when `data_dir` is given, its datasets as the default schema.
+pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext> {
+    let mut config = SessionConfig::new().with_information_schema(true);
+    // Lance 2.0 stores plain strings; VARCHAR maps to Utf8 rather than Utf8View.
+    config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    let mut state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .build();
+    state
+        .table_factories_mut()
+        .insert("LANCE".to_string(), Arc::new(FathomTableFactory));
+    let ctx = SessionContext::new_with_state(state);
+    ctx.register_udtf("lance_table", Arc::new(LanceTableFunction));
+    if let Some(dir) = data_dir {
+        let catalog = ctx.catalog("datafusion").expect("default catalog");
+        catalog.register_schema("public", Arc::new(DirectorySchema::new(dir)?))?;
+    }
+    Ok(ctx)
+}
+
+/// Registers the dataset at `uri` as table `name` (latest version).
+pub async fn register_dataset(
+    ctx: &SessionContext,
+    name: &str,
+    uri: &str,
+    options: TableOptions,
+) -> Result<()> {
+    let table = factory::open_table(uri, None, None, options).await?;
+    ctx.register_table(name, Arc::new(table))?;
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! `FathomTable`: a dataset as a DataFusion table. `scan()` converts the
+//! request and delegates: the planner builds a plan value, which is
+//! lowered to execution nodes here.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use fathom_table::scan::Projection;
+use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
+
+use crate::error::to_df;
+use crate::exec::dml::{DmlExec, DmlKind};
+use crate::exec::scan::FragmentScanExec;
+use crate::planner::plan_flat;
+
+/// The dataset behind a table, refreshed to the latest version unless
+/// pinned to one (time travel).
+#[derive(Debug)]
+pub struct TableState {
+    dataset: RwLock<Dataset>,
+    pinned: bool,
+}
+
+impl TableState {
+    /// The version queries should read: the latest, unless pinned.
+    pub async fn latest(&self) -> Result<Dataset> {
+        let current = self.dataset.read().unwrap().clone();
+        if self.pinned {
+            return Ok(current);
+        }
+        let latest = current.checkout_latest().await.map_err(to_df)?;
+        if latest.version() != current.version() {
+            *self.dataset.write().unwrap() = latest.clone();
+        }
+        Ok(latest)
+    }
+
+    pub fn set(&self, ds: Dataset) {
+        *self.dataset.write().unwrap() = ds;
+    }
+
+    pub fn current(&self) -> Dataset {
+        self.dataset.read().unwrap().clone()
+    }
+}
+
+/// Options of a registered table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Expose `_rowid` (UInt64) as a column.
+    pub with_row_id: bool,
+    /// Expose `_rowaddr` (UInt64) as a column.
+    pub with_row_addr: bool,
+}
+
+/// A Lance dataset as a DataFusion table.
+#[derive(Debug)]
+pub struct FathomTable {
+    state: Arc<TableState>,
+    schema: SchemaRef,
+    options: TableOptions,
+}
+
+impl FathomTable {
+    /// A table that follows the dataset's latest version.
+    pub fn new(dataset: Dataset, options: TableOptions) -> Self {
+        Self::build(dataset, options, false)
+    }
+
+    /// A table fixed at this dataset version (read-only).
+    pub fn pinned(dataset: Dataset, options: TableOptions) -> Self {
+        Self::build(dataset, options, true)
+    }
+
+    fn build(dataset: Dataset, options: TableOptions, pinned: bool) -> Self {
+        let mut fields: Vec<Field> = dataset
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        // Nullable so that INSERT can fill them with NULL; they are never null when read.
+        if options.with_row_id {
+            fields.push(Field::new(ROW_ID, DataType::UInt64, true));
+        }
+        if options.with_row_addr {
+            fields.push(Field::new(ROW_ADDR, DataType::UInt64, true));
+        }
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            dataset.schema().metadata().clone(),
+        ));
+        FathomTable {
+            state: Arc::new(TableState {
+                dataset: RwLock::new(dataset),
+                pinned,
+            }),
+            schema,
+            options,
+        }
+    }
+
+    /// The dataset version last seen.
+    pub fn dataset(&self) -> Dataset {
+        self.state.current()
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        self.state.pinned
+    }
+
+    /// Maps a column of this table's schema to what the reader produces.
+    fn projection_for(&self, ds: &Dataset, columns: &BTreeSet<usize>) -> Result<Projection> {
+        let n = ds.schema().fields().len();
+        if ds.schema().fields().len() + self.virtual_names().len() != self.schema.fields().len() {
+            return Err(DataFusionError::Plan(format!(
+                "the schema of {} changed since the table was registered; register it again",
+                ds.uri()
+            )));
+        }
+        let mut p = Projection {
+            fields: vec![],
+            with_row_id: false,
+            with_row_addr: false,
+        };
+        for &c in columns {
+            if c < n {
+                p.fields.push(c);
+            } else {
+                match self.virtual_names()[c - n] {
+                    ROW_ID => p.with_row_id = true,
+                    _ => p.with_row_addr = true,
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    fn virtual_names(&self) -> Vec<&'static str> {
+        let mut v = vec![];
+        if self.options.with_row_id {
+            v.push(ROW_ID);
+        }
+        if self.options.with_row_addr {
+            v.push(ROW_ADDR);
+        }
+        v
+    }
+
+    /// Indices (into this table's schema) of the columns `e` references.
+    fn columns_of(&self, e: &Expr) -> Result<BTreeSet<usize>> {
+        e.column_refs()
+            .iter()
+            .map(|c| {
+                self.schema
+                    .index_of(c.name())
+                    .map_err(|_| DataFusionError::Plan(format!("no column named '{}'", c.name())))
+            })
+            .collect()
+    }
+
+    /// Builds the physical filter for `filters` against the read schema.
+    fn physical_filter(
+        &self,
+        state: &dyn Session,
+        filters: &[Expr],
+        read_schema: &SchemaRef,
+    ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        let Some(expr) = conjunction(filters.iter().cloned()) else {
+            return Ok(None);
+        };
+        let expr = strip_qualifiers(expr)?;
+        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
+        Ok(Some(state.create_physical_expr(expr, &df_schema)?))
+    }
+
+    fn check_writable(&self, what: &str) -> Result<()> {
+        if self.state.pinned {
+            return Err(DataFusionError::Plan(format!(
+                "{what} on a table pinned to version {} (time travel) is not allowed; use the latest version",
+                self.state.current().version()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Removes table qualifiers: the read schema is unqualified.
+fn strip_qualifiers(e: Expr) -> Result<Expr> {
+    Ok(e.transform(|e| match e {
+        Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+            c.name,
+        )))),
+        other => Ok(Transformed::no(other)),
+    })?
+    .data)
+}
+
+#[async_trait]
+impl TableProvider for FathomTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // The scan evaluates pushed filters with DataFusion's own physical
+        // expressions on every row it returns, so they are exact.
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if f.is_volatile() || self.columns_of(f).is_err() {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    TableProviderFilterPushDown::Exact
+                }
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let mut s = Statistics::new_unknown(&self.schema);
+        s.num_rows = datafusion::common::stats::Precision::Inexact(
+            self.state.current().count_rows() as usize,
+        );
+        Some(s)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let ds = self.state.latest().await?;
+        let output: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let mut needed: BTreeSet<usize> = output.iter().copied().collect();
+        for f in filters {
+            needed.extend(self.columns_of(f)?);
+        }
+        let read = self.projection_for(&ds, &needed)?;
+        let read_schema = read.schema(ds.schema());
+        // Read batches hold the needed columns in ascending table order.
+        let order: Vec<usize> = needed.iter().copied().collect();
+        let output_idx: Vec<usize> = output
+            .iter()
+            .map(|c| order.iter().position(|o| o == c).unwrap())
+            .collect();
+        let filter = self.physical_filter(state, filters, &read_schema)?;
+        let out_schema = Arc::new(self.schema.project(&output)?);
+        let plan = plan_flat(ds.fragments(), state.config().target_partitions());
+        Ok(Arc::new(FragmentScanExec::new(
+            ds,
+            plan,
+            read,
+            output_idx,
+            filter,
+            limit,
+            out_schema,
+            state.config().batch_size(),
+        )))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.check_writable("INSERT")?;
+        let overwrite = match op {
+            InsertOp::Append => false,
+            InsertOp::Overwrite => true,
+            InsertOp::Replace => {
+                return Err(DataFusionError::NotImplemented(
+                    "REPLACE INTO is not supported".into(),
+                ));
+            }
+        };
+        Ok(Arc::new(DmlExec::new(
+            self.state.clone(),
+            DmlKind::Insert { input, overwrite },
+        )))
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.check_writable("DELETE")?;
+        let ds = self.state.latest().await?;
+        let mut needed = BTreeSet::new();
+        for f in &filters {
+            needed.extend(self.columns_of(f)?);
+        }
+        let mut read = self.projection_for(&ds, &needed)?;
+        read.with_row_addr = true;
+        let filter = self.physical_filter(state, &filters, &read.schema(ds.schema()))?;
+        Ok(Arc::new(DmlExec::new(
+            self.state.clone(),
+            DmlKind::Delete { read, filter },
+        )))
+    }
+
+    async fn update(
+        &self,
+        state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.check_writable("UPDATE")?;
+        let ds = self.state.latest().await?;
+        let n = ds.schema().fields().len();
+        let mut needed: BTreeSet<usize> = (0..n).collect();
+        for f in &filters {
+            needed.extend(self.columns_of(f)?);
+        }
+        for (_, e) in &assignments {
+            needed.extend(self.columns_of(e)?);
+        }
+        let mut read = self.projection_for(&ds, &needed)?;
+        read.with_row_addr = true;
+        let read_schema = read.schema(ds.schema());
+        let filter = self.physical_filter(state, &filters, &read_schema)?;
+        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
+        let mut per_column: Vec<Option<Arc<dyn PhysicalExpr>>> = vec![None; n];
+        for (name, e) in assignments {
+            let i = ds.schema().index_of(&name).map_err(|_| {
+                DataFusionError::Plan(format!(
+                    "UPDATE sets '{name}', which is not a column of the table"
+                ))
+            })?;
+            per_column[i] = Some(state.create_physical_expr(strip_qualifiers(e)?, &df_schema)?);
+        }
+        Ok(Arc::new(DmlExec::new(
+            self.state.clone(),
+            DmlKind::Update {
+                read,
+                filter,
+                assignments: per_column,
+            },
+        )))
+    }
+}

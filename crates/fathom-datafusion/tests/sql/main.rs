@@ -1,0 +1,6 @@
+//! SQL tests: every `tests/slt/*.slt` file runs through sqllogictest
+//! against a fresh session whose default schema is a temporary data
+//! directory, plus scenario tests in Rust.
+
+mod flat;
+mod slt;
