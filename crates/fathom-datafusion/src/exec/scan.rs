@@ -201,37 +201,36 @@ impl ExecutionPlan for FragmentScanExec {
         let by_id: std::collections::HashMap<u64, fathom_table::Fragment> =
             ds.fragments().iter().map(|f| (f.id, f.clone())).collect();
 
-        let stream =
-            futures::stream::iter(units)
-                .then(move |unit| {
-                    let ds = ds.clone();
-                    let read = read.clone();
-                    let frag = by_id.get(&unit.fragment).cloned();
-                    let fragments = fragments.clone();
-                    async move {
-                        let frag = frag.ok_or_else(|| {
-                            datafusion::error::DataFusionError::Internal(format!(
-                                "fragment {} not in snapshot",
-                                unit.fragment
-                            ))
-                        })?;
-                        fragments.add(1);
-                        let reader = Arc::new(
-                            ds.fragment_reader(&frag, read.with_row_id)
-                                .await
-                                .map_err(to_df)?,
-                        );
-                        let runs: Vec<_> = reader
-                            .live_runs()
-                            .into_iter()
-                            .filter_map(|r| {
-                                let s = r.start.max(unit.rows.start);
-                                let e = r.end.min(unit.rows.end);
-                                (s < e).then_some(s..e)
-                            })
-                            .collect();
-                        let chunks = chunk_runs(&runs, batch_size);
-                        Ok::<_, datafusion::error::DataFusionError>(
+        let stream = futures::stream::iter(units)
+            .then(move |unit| {
+                let ds = ds.clone();
+                let read = read.clone();
+                let frag = by_id.get(&unit.fragment).cloned();
+                let fragments = fragments.clone();
+                async move {
+                    let frag = frag.ok_or_else(|| {
+                        datafusion::error::DataFusionError::Internal(format!(
+                            "fragment {} not in snapshot",
+                            unit.fragment
+                        ))
+                    })?;
+                    fragments.add(1);
+                    let reader = Arc::new(
+                        ds.fragment_reader(&frag, read.with_row_id)
+                            .await
+                            .map_err(to_df)?,
+                    );
+                    let runs: Vec<_> = reader
+                        .live_runs()
+                        .into_iter()
+                        .filter_map(|r| {
+                            let s = r.start.max(unit.rows.start);
+                            let e = r.end.min(unit.rows.end);
+                            (s < e).then_some(s..e)
+                        })
+                        .collect();
+                    let chunks = chunk_runs(&runs, batch_size);
+                    Ok::<_, datafusion::error::DataFusionError>(
                             futures::stream::iter(chunks).map(move |c| {
                                 let reader = reader.clone();
                                 let read = read.clone();
@@ -240,33 +239,33 @@ impl ExecutionPlan for FragmentScanExec {
                                 })
                             }),
                         )
+                }
+            })
+            .try_flatten_unordered_compat()
+            .map(move |batch: Result<RecordBatch>| {
+                let batch = batch?;
+                scanned.add(batch.num_rows());
+                let batch = match &filter {
+                    Some(f) => {
+                        let mask = f.evaluate(&batch)?.into_array(batch.num_rows())?;
+                        let mask =
+                            arrow_array::cast::AsArray::as_boolean_opt(&mask).ok_or_else(|| {
+                                datafusion::error::DataFusionError::Plan(
+                                    "filter is not boolean".into(),
+                                )
+                            })?;
+                        arrow_select::filter::filter_record_batch(&batch, mask)?
                     }
-                })
-                .try_flatten_unordered_compat()
-                .map(move |batch: Result<RecordBatch>| {
-                    let batch = batch?;
-                    scanned.add(batch.num_rows());
-                    let batch = match &filter {
-                        Some(f) => {
-                            let mask = f.evaluate(&batch)?.into_array(batch.num_rows())?;
-                            let mask = arrow_array::cast::AsArray::as_boolean_opt(&mask)
-                                .ok_or_else(|| {
-                                    datafusion::error::DataFusionError::Plan(
-                                        "filter is not boolean".into(),
-                                    )
-                                })?;
-                            arrow_select::filter::filter_record_batch(&batch, mask)?
-                        }
-                        None => batch,
-                    };
-                    let projected = batch.project(&output)?;
-                    Ok(RecordBatch::try_new_with_options(
-                        schema.clone(),
-                        projected.columns().to_vec(),
-                        &arrow_array::RecordBatchOptions::new()
-                            .with_row_count(Some(projected.num_rows())),
-                    )?)
-                });
+                    None => batch,
+                };
+                let projected = batch.project(&output)?;
+                Ok(RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    projected.columns().to_vec(),
+                    &arrow_array::RecordBatchOptions::new()
+                        .with_row_count(Some(projected.num_rows())),
+                )?)
+            });
         let stream = apply_limit(stream, limit).map(move |b| {
             if let Ok(b) = &b {
                 baseline.record_output(b.num_rows());

@@ -12,14 +12,21 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 
 pub struct FathomDb {
     pub ctx: SessionContext,
+    /// `__DATA__`: the session's data directory.
     dir: tempfile::TempDir,
+    /// `__TEST_DIR__`: scratch space for external tables.
+    scratch: tempfile::TempDir,
 }
 
 impl FathomDb {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ctx = fathom_datafusion::new_session(Some(dir.path())).unwrap();
-        FathomDb { ctx, dir }
+        FathomDb {
+            ctx,
+            dir,
+            scratch: tempfile::tempdir().unwrap(),
+        }
     }
 }
 
@@ -64,7 +71,9 @@ impl sqllogictest::AsyncDB for FathomDb {
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
         // `__DATA__` names the session's data directory.
-        let sql = sql.replace("__DATA__", self.dir.path().to_str().unwrap());
+        let sql = sql
+            .replace("__DATA__", self.dir.path().to_str().unwrap())
+            .replace("__TEST_DIR__", self.scratch.path().to_str().unwrap());
         let df = self.ctx.sql(&sql).await?;
         let width = df.schema().fields().len();
         let batches = df.collect().await?;
