@@ -78,6 +78,7 @@ impl TableProviderFactory for FathomTableFactory {
         let options = TableOptions {
             with_row_id: flag(cmd, "with_row_id")?,
             with_row_addr: flag(cmd, "with_row_addr")?,
+            ..Default::default()
         };
         let version = option(cmd, "version")
             .map(|v| {

@@ -51,9 +51,13 @@ impl ScanPlan {
     }
 }
 
+/// Below this many rows per partition, parallelism costs more than it gives.
+pub const MIN_ROWS_PER_PARTITION: u64 = 32 * 1024;
+
 /// Spreads fragments (split into row ranges when large) over at most
-/// `target_partitions` partitions, balancing physical rows.
-pub fn plan_flat(fragments: &[Fragment], target_partitions: usize) -> ScanPlan {
+/// `target_partitions` partitions, balancing physical rows, with at least
+/// `min_rows` rows per partition (small tables stay in order, in one).
+pub fn plan_flat(fragments: &[Fragment], target_partitions: usize, min_rows: u64) -> ScanPlan {
     let n = target_partitions.max(1);
     let total: u64 = fragments.iter().map(|f| f.physical_rows).sum();
     if total == 0 {
@@ -61,7 +65,7 @@ pub fn plan_flat(fragments: &[Fragment], target_partitions: usize) -> ScanPlan {
             partitions: vec![vec![]],
         };
     }
-    let per = total.div_ceil(n as u64).max(1);
+    let per = total.div_ceil(n as u64).max(min_rows).max(1);
     let mut partitions: Vec<Vec<ScanUnit>> = vec![vec![]];
     let mut filled = 0u64;
     for f in fragments {
@@ -102,7 +106,7 @@ mod tests {
     #[test]
     fn balanced_and_complete() {
         let frags = vec![frag(0, 100), frag(3, 10), frag(7, 290)];
-        let plan = plan_flat(&frags, 4);
+        let plan = plan_flat(&frags, 4, 1);
         assert_eq!(plan.partitions.len(), 4);
         assert_eq!(plan.num_rows(), 400);
         assert_eq!(plan.num_fragments(), 3);
@@ -111,9 +115,16 @@ mod tests {
             assert_eq!(rows, 100);
         }
         // One big fragment is split into ranges across partitions.
-        let plan = plan_flat(&[frag(1, 1000)], 3);
+        let plan = plan_flat(&[frag(1, 1000)], 3, 1);
         assert_eq!(plan.partitions.len(), 3);
         assert_eq!(plan.partitions[2][0].rows, 668..1000);
-        assert_eq!(plan_flat(&[], 4).partitions.len(), 1);
+        assert_eq!(plan_flat(&[], 4, 1).partitions.len(), 1);
+        // Small tables are not split.
+        assert_eq!(
+            plan_flat(&frags, 4, MIN_ROWS_PER_PARTITION)
+                .partitions
+                .len(),
+            1
+        );
     }
 }

@@ -23,7 +23,7 @@ use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 use crate::error::to_df;
 use crate::exec::dml::{DmlExec, DmlKind};
 use crate::exec::scan::FragmentScanExec;
-use crate::planner::plan_flat;
+use crate::planner::{MIN_ROWS_PER_PARTITION, plan_flat};
 
 /// The dataset behind a table, refreshed to the latest version unless
 /// pinned to one (time travel).
@@ -57,12 +57,24 @@ impl TableState {
 }
 
 /// Options of a registered table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableOptions {
     /// Expose `_rowid` (UInt64) as a column.
     pub with_row_id: bool,
     /// Expose `_rowaddr` (UInt64) as a column.
     pub with_row_addr: bool,
+    /// Fewest rows a scan partition gets (default 32,768).
+    pub min_rows_per_partition: u64,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            with_row_id: false,
+            with_row_addr: false,
+            min_rows_per_partition: MIN_ROWS_PER_PARTITION,
+        }
+    }
 }
 
 /// A Lance dataset as a DataFusion table.
@@ -269,7 +281,11 @@ impl TableProvider for FathomTable {
             .collect();
         let filter = self.physical_filter(state, filters, &read_schema)?;
         let out_schema = Arc::new(self.schema.project(&output)?);
-        let plan = plan_flat(ds.fragments(), state.config().target_partitions());
+        let plan = plan_flat(
+            ds.fragments(),
+            state.config().target_partitions(),
+            self.options.min_rows_per_partition,
+        );
         Ok(Arc::new(FragmentScanExec::new(
             ds,
             plan,

@@ -236,74 +236,126 @@ impl Dataset {
         mode: WriteMode,
         params: WriteParams,
     ) -> Result<Self> {
+        let first = batches.first().ok_or_else(|| {
+            Error::invalid("writing a dataset needs at least one batch (for its schema)")
+        })?;
+        let schema = first.schema();
+        let stream = stream::iter(batches.iter().cloned().map(Ok));
+        Self::write_stream_with_store(store, root, uri, schema, stream, mode, params, |_| {}).await
+    }
+
+    /// Writes a stream of batches with bounded memory; `progress` is told
+    /// the rows written so far after every batch.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_stream(
+        uri: &str,
+        schema: SchemaRef,
+        batches: impl futures::Stream<Item = Result<RecordBatch>>,
+        mode: WriteMode,
+        params: WriteParams,
+        progress: impl FnMut(u64),
+    ) -> Result<Self> {
+        let (store, root) = store_for_uri(uri)?;
+        Self::write_stream_with_store(store, root, uri, schema, batches, mode, params, progress)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_stream_with_store(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        uri: &str,
+        schema: SchemaRef,
+        batches: impl futures::Stream<Item = Result<RecordBatch>>,
+        mode: WriteMode,
+        params: WriteParams,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Self> {
         let existing = match Self::open_with_store(store.clone(), root.clone(), uri).await {
             Ok(d) => Some(d),
             Err(Error::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
-        match (mode, existing) {
-            (WriteMode::Create, Some(_)) => Err(Error::AlreadyExists {
+        if mode == WriteMode::Create && existing.is_some() {
+            return Err(Error::AlreadyExists {
                 uri: uri.to_string(),
-            }),
-            (WriteMode::Append, Some(d)) => d.append(batches, &params).await,
-            (WriteMode::Overwrite, Some(d)) => d.overwrite(batches, &params).await,
-            (_, None) => {
-                let first = batches.first().ok_or_else(|| {
-                    Error::invalid("creating a dataset needs at least one batch (for its schema)")
-                })?;
-                let schema = LanceSchema::from_arrow(&first.schema())?;
-                let fragments = write_fragments(&store, &root, &schema, batches, &params).await?;
-                let mut empty = Manifest {
-                    schema: schema.clone(),
-                    fragments: vec![],
-                    version: 0,
-                    writer: None,
-                    timestamp: SystemTime::now(),
-                    tag: String::new(),
-                    reader_feature_flags: 0,
-                    writer_feature_flags: 0,
-                    max_fragment_id: None,
-                    transaction_file: None,
-                    next_row_id: 0,
-                    data_format: ("lance".into(), "2.0".into()),
-                    config: HashMap::new(),
-                    table_metadata: HashMap::new(),
-                    indices: vec![],
-                    base_paths: vec![],
-                    branch: None,
-                };
-                if params.enable_stable_row_ids {
-                    empty.reader_feature_flags |= flags::STABLE_ROW_IDS;
-                }
-                let target = CommitTarget {
-                    store: store.as_ref(),
-                    root: &root,
-                    uri,
-                    naming: ManifestNaming::V2,
-                };
-                let op = Operation::Overwrite {
-                    fragments,
-                    schema,
-                    config_upsert: HashMap::new(),
-                };
-                let m = commit(&target, &empty, op, None)
-                    .await
-                    .map_err(|e| match e {
-                        Error::Conflict { .. } => Error::AlreadyExists {
-                            uri: uri.to_string(),
-                        },
-                        e => e,
-                    })?;
-                Self::from_manifest(
-                    store,
-                    root,
-                    uri,
-                    m,
-                    ManifestNaming::V2,
-                    Arc::new(ReadCache::default()),
-                )
-            }
+            });
         }
+        let append = mode == WriteMode::Append && existing.is_some();
+        let lance_schema = match (&existing, append) {
+            (Some(d), true) => d.manifest.schema.clone(),
+            _ => LanceSchema::from_arrow(&schema)?,
+        };
+        let mut writer = crate::write::FragmentWriter::new(
+            store.clone(),
+            root.clone(),
+            lance_schema.clone(),
+            params.clone(),
+        )?;
+        futures::pin_mut!(batches);
+        while let Some(b) = batches.try_next().await? {
+            writer.write(&b).await?;
+            progress(writer.rows_written());
+        }
+        let fragments = writer.finish().await?;
+        if let (Some(d), true) = (&existing, append) {
+            if fragments.is_empty() {
+                return Ok(d.clone());
+            }
+            return d.commit(Operation::Append { fragments }).await;
+        }
+        let op = Operation::Overwrite {
+            fragments,
+            schema: lance_schema.clone(),
+            config_upsert: HashMap::new(),
+        };
+        if let Some(d) = existing {
+            return d.commit(op).await;
+        }
+        let mut empty = Manifest {
+            schema: lance_schema,
+            fragments: vec![],
+            version: 0,
+            writer: None,
+            timestamp: SystemTime::now(),
+            tag: String::new(),
+            reader_feature_flags: 0,
+            writer_feature_flags: 0,
+            max_fragment_id: None,
+            transaction_file: None,
+            next_row_id: 0,
+            data_format: ("lance".into(), "2.0".into()),
+            config: HashMap::new(),
+            table_metadata: HashMap::new(),
+            indices: vec![],
+            base_paths: vec![],
+            branch: None,
+        };
+        if params.enable_stable_row_ids {
+            empty.reader_feature_flags |= flags::STABLE_ROW_IDS;
+        }
+        let target = CommitTarget {
+            store: store.as_ref(),
+            root: &root,
+            uri,
+            naming: ManifestNaming::V2,
+        };
+        let m = commit(&target, &empty, op, None)
+            .await
+            .map_err(|e| match e {
+                Error::Conflict { .. } => Error::AlreadyExists {
+                    uri: uri.to_string(),
+                },
+                e => e,
+            })?;
+        Self::from_manifest(
+            store,
+            root,
+            uri,
+            m,
+            ManifestNaming::V2,
+            Arc::new(ReadCache::default()),
+        )
     }
 
     /// Commits an operation read from this version; returns the new version.

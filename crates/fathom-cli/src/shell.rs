@@ -1,0 +1,156 @@
+//! `fathom sql` and `fathom demo`: statements are parsed with DataFusion's
+//! parser (so `;` inside strings is fine) and run one at a time; an error
+//! stops a script with one clear line.
+
+use std::path::Path;
+use std::time::Instant;
+
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParser;
+use fathom_datafusion::{TableOptions, new_session, register_dataset};
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+
+use crate::{Format, output};
+
+async fn session(data_dir: &Path, tables: &[String]) -> Result<SessionContext, String> {
+    let ctx = new_session(Some(data_dir)).map_err(|e| e.to_string())?;
+    for t in tables {
+        let (name, uri) = t
+            .split_once('=')
+            .ok_or_else(|| format!("--table expects NAME=URI, got '{t}'"))?;
+        register_dataset(&ctx, name, uri, TableOptions::default())
+            .await
+            .map_err(|e| format!("table {name}: {e}"))?;
+    }
+    Ok(ctx)
+}
+
+/// Runs every statement of `sql`, printing results.
+pub async fn run_script(
+    ctx: &SessionContext,
+    sql: &str,
+    format: Format,
+    timing: bool,
+) -> Result<(), String> {
+    let statements = DFParser::parse_sql(sql).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout();
+    for stmt in statements {
+        let start = Instant::now();
+        let plan = ctx
+            .state()
+            .statement_to_plan(stmt)
+            .await
+            .map_err(|e| e.to_string())?;
+        let df = ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(|e| e.to_string())?;
+        let batches = df.collect().await.map_err(|e| e.to_string())?;
+        output::print(&batches, format, &mut out)?;
+        if timing {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            eprintln!("{rows} row(s) in {:.3}s", start.elapsed().as_secs_f64());
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(
+    data_dir: &Path,
+    tables: &[String],
+    commands: &[String],
+    file: Option<&Path>,
+    format: Format,
+) -> Result<(), String> {
+    let ctx = session(data_dir, tables).await?;
+    let mut ran = false;
+    for c in commands {
+        run_script(&ctx, c, format, false).await?;
+        ran = true;
+    }
+    if let Some(f) = file {
+        let sql =
+            std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        run_script(&ctx, &sql, format, false).await?;
+        ran = true;
+    }
+    if ran {
+        return Ok(());
+    }
+    interactive(&ctx, data_dir, format).await
+}
+
+async fn interactive(ctx: &SessionContext, data_dir: &Path, format: Format) -> Result<(), String> {
+    let mut rl = DefaultEditor::new().map_err(|e| e.to_string())?;
+    let history = std::env::var_os("HOME").map(|h| Path::new(&h).join(".fathom_history"));
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
+    println!(
+        "fathom SQL shell; tables are the datasets in {}. End statements with ';', \\q quits.",
+        data_dir.display()
+    );
+    let mut buf = String::new();
+    loop {
+        let prompt = if buf.is_empty() {
+            "fathom> "
+        } else {
+            "   ...> "
+        };
+        match rl.readline(prompt) {
+            Ok(line) => {
+                let t = line.trim();
+                if buf.is_empty() && matches!(t, "\\q" | "quit" | "exit") {
+                    break;
+                }
+                buf.push_str(&line);
+                buf.push('\n');
+                if t.ends_with(';') {
+                    let _ = rl.add_history_entry(buf.trim());
+                    if let Err(e) = run_script(ctx, &buf, format, true).await {
+                        eprintln!("Error: {e}");
+                    }
+                    buf.clear();
+                }
+            }
+            Err(ReadlineError::Interrupted) => buf.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    if let Some(h) = &history {
+        let _ = rl.save_history(h);
+    }
+    Ok(())
+}
+
+/// Creates `demo` in the data directory and runs a few queries on it.
+pub async fn demo(data_dir: &Path) -> Result<(), String> {
+    let ctx = session(data_dir, &[]).await?;
+    let steps = [
+        "DROP TABLE IF EXISTS demo",
+        "CREATE TABLE demo AS SELECT value AS id, value % 50 AS category, 'item-' || CAST(value AS VARCHAR) AS name, \
+         CAST(value % 997 AS DOUBLE) / 10.0 AS score FROM generate_series(1, 100000)",
+        "SELECT count(*) AS rows FROM demo",
+        "SELECT category, count(*) AS n, round(avg(score), 2) AS avg_score FROM demo WHERE category < 3 GROUP BY category ORDER BY category",
+        "SELECT * FROM demo WHERE id IN (7, 4242, 99999) ORDER BY id",
+        "DELETE FROM demo WHERE category = 0",
+        "UPDATE demo SET score = score + 1000 WHERE id = 7",
+        "SELECT * FROM demo WHERE id BETWEEN 5 AND 9 ORDER BY id",
+        "SELECT count(*) AS rows_now, (SELECT count(*) FROM lance_table('DATA/demo.lance', 1)) AS rows_in_version_1 FROM demo",
+        "EXPLAIN SELECT name FROM demo WHERE score > 99.5",
+    ];
+    let dir = std::fs::canonicalize(data_dir).map_err(|e| e.to_string())?;
+    for s in steps {
+        let s = s.replace("DATA", dir.to_str().unwrap());
+        println!("fathom> {s};");
+        run_script(&ctx, &s, Format::Table, true).await?;
+    }
+    println!(
+        "The dataset is in {}; try: fathom info {}/demo.lance",
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
+}
