@@ -1,0 +1,123 @@
+//! End-to-end tests of the `fathom` binary on datasets it imports.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+fn fathom(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "fathom failed: {}{}", out, String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn err(o: &Output) -> String {
+    assert!(!o.status.success(), "expected failure, got {}", String::from_utf8_lossy(&o.stdout));
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(e.trim().lines().count(), e.trim().lines().count().min(3), "short error: {e}");
+    e
+}
+
+fn write_parquet(path: &Path, n: i64) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..n)),
+            Arc::new(StringArray::from_iter((0..n).map(|i| (i % 10 != 0).then(|| format!("n{i}"))))),
+        ],
+    )
+    .unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn import_query_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_parquet(&d.join("src.parquet"), 5000);
+    let out = ok(&fathom(d, &["import", "src.parquet", "ds", "--max-rows-per-file", "2000"]));
+    assert!(out.contains("5000 rows in 3 fragments"), "{out}");
+    // Append the same file again.
+    ok(&fathom(d, &["import", "src.parquet", "ds", "--mode", "append"]));
+    let e = err(&fathom(d, &["import", "src.parquet", "ds"]));
+    assert!(e.contains("already exists"), "{e}");
+
+    let out = ok(&fathom(d, &["sql", "--table", "t=ds", "-c", "SELECT count(*) AS n, count(name) AS named FROM t", "--format", "csv"]));
+    assert_eq!(out, "n,named\n10000,9000\n");
+    let out = ok(&fathom(d, &["sql", "--table", "t=ds", "-c", "DELETE FROM t WHERE id < 100; SELECT min(id) AS m FROM t", "--format", "json"]));
+    assert!(out.contains("{\"count\":200}") && out.contains("{\"m\":100}"), "{out}");
+
+    let out = ok(&fathom(d, &["info", "ds"]));
+    for want in ["version:   3", "rows:      9800 live, 200 deleted", "fragments: 4", "v1 ", "v3 ", "id: Int64 NOT NULL"] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+
+    // CSV and JSON lines.
+    std::fs::write(d.join("x.csv"), "a,b\n1,hello\n2,\n").unwrap();
+    std::fs::write(d.join("x.jsonl"), "{\"a\": 3, \"b\": \"w\"}\n{\"a\": 4}\n").unwrap();
+    ok(&fathom(d, &["import", "x.csv", "xs"]));
+    ok(&fathom(d, &["import", "x.jsonl", "xs", "--mode", "append"]));
+    let out = ok(&fathom(d, &["sql", "--table", "x=xs", "-c", "SELECT a, b FROM x ORDER BY a", "--format", "csv"]));
+    assert_eq!(out, "a,b\n1,hello\n2,\n3,w\n4,\n");
+}
+
+#[test]
+fn sql_scripts_data_dir_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("s.sql"),
+        "CREATE TABLE k AS SELECT * FROM (VALUES (1, 'a;b'), (2, 'c')) AS v(id, s);\nINSERT INTO k VALUES (3, 'd');\n",
+    )
+    .unwrap();
+    ok(&fathom(d, &["sql", "-f", "s.sql"]));
+    assert!(d.join("fathom-data/k.lance/_versions").is_dir(), "CREATE TABLE writes into the data directory");
+    let out = ok(&fathom(d, &["sql", "-c", "SELECT s FROM k ORDER BY id"]));
+    assert!(out.contains("| a;b |") && out.contains("| d   |"), "{out}");
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "CREATE EXTERNAL TABLE old STORED AS LANCE LOCATION 'fathom-data/k.lance' OPTIONS ('version' '1'); SELECT count(*) AS c FROM old", "--format", "csv"],
+    ));
+    assert!(out.ends_with("c\n2\n"), "{out}");
+
+    let e = err(&fathom(d, &["sql", "-c", "SELECT * FROM missing"]));
+    assert!(e.contains("missing") && e.contains("not found"), "{e}");
+    let e = err(&fathom(d, &["sql", "-c", "SELEC 1"]));
+    assert!(e.contains("Expected"), "{e}");
+    let e = err(&fathom(d, &["sql", "--table", "bad", "-c", "SELECT 1"]));
+    assert!(e.contains("NAME=URI"), "{e}");
+    let e = err(&fathom(d, &["info", "nowhere"]));
+    assert!(e.contains("dataset not found at nowhere"), "{e}");
+    let e = err(&fathom(d, &["import", "nofile.parquet", "z"]));
+    assert!(e.contains("nofile.parquet"), "{e}");
+    // A failed statement commits nothing.
+    let e = err(&fathom(d, &["sql", "-c", "INSERT INTO k VALUES ('x', 'y')"]));
+    assert!(e.contains("Cannot cast"), "{e}");
+    let out = ok(&fathom(d, &["info", "fathom-data/k.lance"]));
+    assert!(out.contains("version:   2"), "{out}");
+}
+
+#[test]
+fn demo_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(&fathom(dir.path(), &["demo"]));
+    assert!(out.contains("98000") && out.contains("100000") && out.contains("FragmentScanExec"), "{out}");
+    // Idempotent.
+    ok(&fathom(dir.path(), &["demo"]));
+}
