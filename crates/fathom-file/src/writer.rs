@@ -325,6 +325,8 @@ pub struct FileWriter {
     pages: Vec<Vec<pb2::column_metadata::Page>>,
     rows: u64,
     opts: FileWriterOptions,
+    /// Global buffers after the descriptor (index 1, 2, ...).
+    extra_global_buffers: Vec<Vec<u8>>,
 }
 
 impl FileWriter {
@@ -362,12 +364,25 @@ impl FileWriter {
             encoders,
             rows: 0,
             opts,
+            extra_global_buffers: vec![],
         })
     }
 
     /// The Arrow schema batches must have.
     pub fn schema(&self) -> &SchemaRef {
         &self.arrow_schema
+    }
+
+    /// Adds a global buffer (indexes keep auxiliary data there); returns
+    /// its index (1, 2, ...; 0 is the file descriptor).
+    pub fn add_global_buffer(&mut self, bytes: Vec<u8>) -> u32 {
+        self.extra_global_buffers.push(bytes);
+        self.extra_global_buffers.len() as u32
+    }
+
+    /// Sets a schema metadata entry (stored in the file descriptor).
+    pub fn set_metadata(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.schema.metadata.insert(key.into(), value.into());
     }
 
     /// Rows written so far.
@@ -494,8 +509,16 @@ impl FileWriter {
             length: self.rows,
         }
         .encode_to_vec();
-        let gb0 = (self.pos, descriptor.len() as u64);
+        let mut globals = vec![(self.pos, descriptor.len() as u64)];
         self.write_bytes(&descriptor).await?;
+        for b in std::mem::take(&mut self.extra_global_buffers) {
+            let pad = (PAGE_ALIGN - self.pos % PAGE_ALIGN) % PAGE_ALIGN;
+            if pad > 0 {
+                self.write_bytes(&vec![0u8; pad as usize]).await?;
+            }
+            globals.push((self.pos, b.len() as u64));
+            self.write_bytes(&b).await?;
+        }
 
         let column_encoding = pb2::Encoding {
             location: Some(pb2::encoding::Location::Direct(pb2::DirectEncoding {
@@ -532,15 +555,17 @@ impl FileWriter {
         }
         self.write_bytes(&table).await?;
         let gbo_table_start = self.pos;
-        let mut gbo = Vec::with_capacity(16);
-        gbo.extend_from_slice(&gb0.0.to_le_bytes());
-        gbo.extend_from_slice(&gb0.1.to_le_bytes());
+        let mut gbo = Vec::with_capacity(16 * globals.len());
+        for (p, s) in &globals {
+            gbo.extend_from_slice(&p.to_le_bytes());
+            gbo.extend_from_slice(&s.to_le_bytes());
+        }
         self.write_bytes(&gbo).await?;
         let footer = Footer {
             column_meta_start,
             cmo_table_start,
             gbo_table_start,
-            num_global_buffers: 1,
+            num_global_buffers: globals.len() as u32,
             num_columns: cmo.len() as u32,
             major: V2_0_FOOTER.0,
             minor: V2_0_FOOTER.1,

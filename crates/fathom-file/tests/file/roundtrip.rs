@@ -265,3 +265,25 @@ fn take_reads_only_what_it_needs() {
         assert!(r1 - r0 <= 3000, "{} requests", r1 - r0);
     });
 }
+
+#[test]
+fn global_buffers_and_metadata() {
+    runtime().block_on(async {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
+        let store = memory();
+        let mut w = fathom_file::FileWriter::try_new(store.clone(), "g.lance".into(), &schema, Default::default()).unwrap();
+        w.write_batch(&RecordBatch::try_new(schema.clone(), vec![Arc::new(arrow_array::Int32Array::from(vec![1, 2]))]).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(w.add_global_buffer(b"hello".to_vec()), 1);
+        assert_eq!(w.add_global_buffer(vec![7; 100]), 2);
+        w.set_metadata("rows_per_zone", "8192");
+        w.finish().await.unwrap();
+        let r = open(&store, "g.lance").await.unwrap();
+        assert_eq!(r.num_global_buffers(), 3);
+        assert_eq!(&r.read_global_buffer(1).await.unwrap()[..], b"hello");
+        assert_eq!(r.read_global_buffer(2).await.unwrap().len(), 100);
+        assert_eq!(r.schema().metadata().get("rows_per_zone").unwrap(), "8192");
+        assert_eq!(r.read_range(0..2, None).await.unwrap().num_rows(), 2);
+    });
+}
