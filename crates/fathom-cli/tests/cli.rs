@@ -17,14 +17,27 @@ fn fathom(dir: &Path, args: &[&str]) -> Output {
 
 fn ok(o: &Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(o.status.success(), "fathom failed: {}{}", out, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "fathom failed: {}{}",
+        out,
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
 fn err(o: &Output) -> String {
-    assert!(!o.status.success(), "expected failure, got {}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !o.status.success(),
+        "expected failure, got {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let e = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(e.trim().lines().count(), e.trim().lines().count().min(3), "short error: {e}");
+    assert_eq!(
+        e.trim().lines().count(),
+        e.trim().lines().count().min(3),
+        "short error: {e}"
+    );
     e
 }
 
@@ -37,11 +50,15 @@ fn write_parquet(path: &Path, n: i64) {
         schema.clone(),
         vec![
             Arc::new(Int64Array::from_iter_values(0..n)),
-            Arc::new(StringArray::from_iter((0..n).map(|i| (i % 10 != 0).then(|| format!("n{i}"))))),
+            Arc::new(StringArray::from_iter(
+                (0..n).map(|i| (i % 10 != 0).then(|| format!("n{i}"))),
+            )),
         ],
     )
     .unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None)
+            .unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
 }
@@ -51,20 +68,58 @@ fn import_query_info() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_parquet(&d.join("src.parquet"), 5000);
-    let out = ok(&fathom(d, &["import", "src.parquet", "ds", "--max-rows-per-file", "2000"]));
+    let out = ok(&fathom(
+        d,
+        &["import", "src.parquet", "ds", "--max-rows-per-file", "2000"],
+    ));
     assert!(out.contains("5000 rows in 3 fragments"), "{out}");
     // Append the same file again.
-    ok(&fathom(d, &["import", "src.parquet", "ds", "--mode", "append"]));
+    ok(&fathom(
+        d,
+        &["import", "src.parquet", "ds", "--mode", "append"],
+    ));
     let e = err(&fathom(d, &["import", "src.parquet", "ds"]));
     assert!(e.contains("already exists"), "{e}");
 
-    let out = ok(&fathom(d, &["sql", "--table", "t=ds", "-c", "SELECT count(*) AS n, count(name) AS named FROM t", "--format", "csv"]));
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "--table",
+            "t=ds",
+            "-c",
+            "SELECT count(*) AS n, count(name) AS named FROM t",
+            "--format",
+            "csv",
+        ],
+    ));
     assert_eq!(out, "n,named\n10000,9000\n");
-    let out = ok(&fathom(d, &["sql", "--table", "t=ds", "-c", "DELETE FROM t WHERE id < 100; SELECT min(id) AS m FROM t", "--format", "json"]));
-    assert!(out.contains("{\"count\":200}") && out.contains("{\"m\":100}"), "{out}");
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "--table",
+            "t=ds",
+            "-c",
+            "DELETE FROM t WHERE id < 100; SELECT min(id) AS m FROM t",
+            "--format",
+            "json",
+        ],
+    ));
+    assert!(
+        out.contains("{\"count\":200}") && out.contains("{\"m\":100}"),
+        "{out}"
+    );
 
     let out = ok(&fathom(d, &["info", "ds"]));
-    for want in ["version:   3", "rows:      9800 live, 200 deleted", "fragments: 4", "v1 ", "v3 ", "id: Int64 NOT NULL"] {
+    for want in [
+        "version:   3",
+        "rows:      9800 live, 200 deleted",
+        "fragments: 4",
+        "v1 ",
+        "v3 ",
+        "id: Int64 NOT NULL",
+    ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
 
@@ -73,7 +128,18 @@ fn import_query_info() {
     std::fs::write(d.join("x.jsonl"), "{\"a\": 3, \"b\": \"w\"}\n{\"a\": 4}\n").unwrap();
     ok(&fathom(d, &["import", "x.csv", "xs"]));
     ok(&fathom(d, &["import", "x.jsonl", "xs", "--mode", "append"]));
-    let out = ok(&fathom(d, &["sql", "--table", "x=xs", "-c", "SELECT a, b FROM x ORDER BY a", "--format", "csv"]));
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "--table",
+            "x=xs",
+            "-c",
+            "SELECT a, b FROM x ORDER BY a",
+            "--format",
+            "csv",
+        ],
+    ));
     assert_eq!(out, "a,b\n1,hello\n2,\n3,w\n4,\n");
 }
 
@@ -87,12 +153,21 @@ fn sql_scripts_data_dir_and_errors() {
     )
     .unwrap();
     ok(&fathom(d, &["sql", "-f", "s.sql"]));
-    assert!(d.join("fathom-data/k.lance/_versions").is_dir(), "CREATE TABLE writes into the data directory");
+    assert!(
+        d.join("fathom-data/k.lance/_versions").is_dir(),
+        "CREATE TABLE writes into the data directory"
+    );
     let out = ok(&fathom(d, &["sql", "-c", "SELECT s FROM k ORDER BY id"]));
     assert!(out.contains("| a;b |") && out.contains("| d   |"), "{out}");
     let out = ok(&fathom(
         d,
-        &["sql", "-c", "CREATE EXTERNAL TABLE old STORED AS LANCE LOCATION 'fathom-data/k.lance' OPTIONS ('version' '1'); SELECT count(*) AS c FROM old", "--format", "csv"],
+        &[
+            "sql",
+            "-c",
+            "CREATE EXTERNAL TABLE old STORED AS LANCE LOCATION 'fathom-data/k.lance' OPTIONS ('version' '1'); SELECT count(*) AS c FROM old",
+            "--format",
+            "csv",
+        ],
     ));
     assert!(out.ends_with("c\n2\n"), "{out}");
 
@@ -107,7 +182,10 @@ fn sql_scripts_data_dir_and_errors() {
     let e = err(&fathom(d, &["import", "nofile.parquet", "z"]));
     assert!(e.contains("nofile.parquet"), "{e}");
     // A failed statement commits nothing.
-    let e = err(&fathom(d, &["sql", "-c", "INSERT INTO k VALUES ('x', 'y')"]));
+    let e = err(&fathom(
+        d,
+        &["sql", "-c", "INSERT INTO k VALUES ('x', 'y')"],
+    ));
     assert!(e.contains("Cannot cast"), "{e}");
     let out = ok(&fathom(d, &["info", "fathom-data/k.lance"]));
     assert!(out.contains("version:   2"), "{out}");
@@ -117,7 +195,10 @@ fn sql_scripts_data_dir_and_errors() {
 fn demo_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = ok(&fathom(dir.path(), &["demo"]));
-    assert!(out.contains("98000") && out.contains("100000") && out.contains("FragmentScanExec"), "{out}");
+    assert!(
+        out.contains("98000") && out.contains("100000") && out.contains("FragmentScanExec"),
+        "{out}"
+    );
     // Idempotent.
     ok(&fathom(dir.path(), &["demo"]));
 }

@@ -271,10 +271,22 @@ fn global_buffers_and_metadata() {
     runtime().block_on(async {
         let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
         let store = memory();
-        let mut w = fathom_file::FileWriter::try_new(store.clone(), "g.lance".into(), &schema, Default::default()).unwrap();
-        w.write_batch(&RecordBatch::try_new(schema.clone(), vec![Arc::new(arrow_array::Int32Array::from(vec![1, 2]))]).unwrap())
-            .await
-            .unwrap();
+        let mut w = fathom_file::FileWriter::try_new(
+            store.clone(),
+            "g.lance".into(),
+            &schema,
+            Default::default(),
+        )
+        .unwrap();
+        w.write_batch(
+            &RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(arrow_array::Int32Array::from(vec![1, 2]))],
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
         assert_eq!(w.add_global_buffer(b"hello".to_vec()), 1);
         assert_eq!(w.add_global_buffer(vec![7; 100]), 2);
         w.set_metadata("rows_per_zone", "8192");

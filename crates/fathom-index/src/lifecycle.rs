@@ -1,0 +1,261 @@
+//! Creating, extending, rebuilding, dropping and listing indexes. Each
+//! change builds files under `_indices/<uuid>/` first and then commits a
+//! `CreateIndex` transaction, so a failure leaves the table unchanged.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_schema::DataType;
+use fathom_table::format::IndexMetadata;
+use fathom_table::{Dataset, Operation, ROW_ADDR};
+use roaring::RoaringBitmap;
+
+use crate::error::{Error, Result};
+use crate::io::SegmentDir;
+use crate::kind::{INDEX_VERSION, IndexKind};
+use crate::segment::usable;
+use crate::{bitmap, btree, zonemap};
+
+/// What `list_indexes` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexInfo {
+    pub name: String,
+    pub kind: String,
+    pub column: String,
+    pub segments: usize,
+    /// Current fragments covered by some segment.
+    pub covered_fragments: Vec<u64>,
+    /// Current fragments no segment covers (scanned flat).
+    pub uncovered_fragments: Vec<u64>,
+}
+
+fn indexable(dt: &DataType) -> bool {
+    (dt.is_primitive() && !matches!(dt, DataType::Float16))
+        || matches!(
+            dt,
+            DataType::Boolean
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Binary
+                | DataType::LargeBinary
+        )
+}
+
+/// Builds one segment over `fragments` (current, by id).
+pub async fn build_segment(
+    ds: &Dataset,
+    name: &str,
+    column: &str,
+    kind: IndexKind,
+    fragments: Vec<u64>,
+) -> Result<IndexMetadata> {
+    let field = ds
+        .schema()
+        .field_with_name(column)
+        .map_err(|_| Error::InvalidInput(format!("no column named '{column}' to index")))?;
+    if !indexable(field.data_type()) {
+        return Err(Error::InvalidInput(format!(
+            "cannot build a {kind} index on column '{column}' of type {}",
+            field.data_type()
+        )));
+    }
+    let field_id = ds.manifest().schema.fields[ds.schema().index_of(column)?].id;
+    let batch = ds
+        .scan()
+        .project(&[column, ROW_ADDR])?
+        .with_fragments(fragments.clone())
+        .batch_size(64 * 1024)
+        .collect()
+        .await?;
+    let values = batch.column(0).clone();
+    let ids = batch.column(1).as_primitive::<UInt64Type>().clone();
+    let uuid = uuid::Uuid::new_v4();
+    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+    let files = match kind {
+        IndexKind::BTree => btree::build(&dir, &values, &ids).await?,
+        IndexKind::Bitmap => bitmap::build(&dir, &values, &ids).await?,
+        IndexKind::ZoneMap => zonemap::build(&dir, &values, &ids).await?,
+    };
+    Ok(IndexMetadata {
+        uuid,
+        name: name.to_string(),
+        fields: vec![field_id],
+        dataset_version: ds.version(),
+        fragment_bitmap: Some(
+            fragments
+                .iter()
+                .map(|f| *f as u32)
+                .collect::<RoaringBitmap>(),
+        ),
+        index_details: Some(kind.details()),
+        index_version: Some(INDEX_VERSION),
+        created_at_ms: Some(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64,
+        ),
+        base_id: None,
+        files,
+        covering_fields: vec![],
+    })
+}
+
+fn segments<'a>(ds: &'a Dataset, name: &str) -> Vec<&'a IndexMetadata> {
+    ds.manifest()
+        .indices
+        .iter()
+        .filter(|i| i.name == name)
+        .collect()
+}
+
+/// Creates index `name` on `column` over all current fragments.
+pub async fn create_index(
+    ds: &Dataset,
+    name: &str,
+    column: &str,
+    kind: IndexKind,
+) -> Result<Dataset> {
+    if !segments(ds, name).is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "an index named '{name}' already exists on {}",
+            ds.uri()
+        )));
+    }
+    let frags = ds.fragments().iter().map(|f| f.id).collect();
+    let seg = build_segment(ds, name, column, kind, frags).await?;
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![seg],
+            removed: vec![],
+        })
+        .await?)
+}
+
+fn index_column(ds: &Dataset, seg: &IndexMetadata) -> Result<String> {
+    let id = seg.fields.first().copied().unwrap_or(-1);
+    ds.manifest()
+        .schema
+        .fields
+        .iter()
+        .find(|f| f.id == id)
+        .map(|f| f.name.clone())
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "index '{}' is on field {id}, which the table no longer has",
+                seg.name
+            ))
+        })
+}
+
+/// Adds a segment over the fragments no segment of `name` covers (after
+/// appends). A no-op when everything is covered.
+pub async fn extend_index(ds: &Dataset, name: &str) -> Result<Dataset> {
+    let segs = segments(ds, name);
+    let first = segs
+        .first()
+        .ok_or_else(|| Error::InvalidInput(format!("no index named '{name}'")))?;
+    let kind = usable(first)
+        .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be extended: {u:?}")))?;
+    let column = index_column(ds, first)?;
+    let mut covered = RoaringBitmap::new();
+    for s in &segs {
+        if let Some(b) = &s.fragment_bitmap {
+            covered |= b;
+        }
+    }
+    let todo: Vec<u64> = ds
+        .fragments()
+        .iter()
+        .map(|f| f.id)
+        .filter(|id| !covered.contains(*id as u32))
+        .collect();
+    if todo.is_empty() {
+        return Ok(ds.clone());
+    }
+    let seg = build_segment(ds, name, &column, kind, todo).await?;
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![seg],
+            removed: vec![],
+        })
+        .await?)
+}
+
+/// Replaces every segment of `name` with one over all current fragments.
+pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
+    let segs: Vec<IndexMetadata> = segments(ds, name).into_iter().cloned().collect();
+    let first = segs
+        .first()
+        .ok_or_else(|| Error::InvalidInput(format!("no index named '{name}'")))?;
+    let kind = usable(first)
+        .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}")))?;
+    let column = index_column(ds, first)?;
+    let frags = ds.fragments().iter().map(|f| f.id).collect();
+    let seg = build_segment(ds, name, &column, kind, frags).await?;
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![seg],
+            removed: segs,
+        })
+        .await?)
+}
+
+/// Removes index `name` (all its segments).
+pub async fn drop_index(ds: &Dataset, name: &str) -> Result<Dataset> {
+    let segs: Vec<IndexMetadata> = segments(ds, name).into_iter().cloned().collect();
+    if segs.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "no index named '{name}' on {}",
+            ds.uri()
+        )));
+    }
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![],
+            removed: segs,
+        })
+        .await?)
+}
+
+/// The indexes of a version and what they cover.
+pub fn list_indexes(ds: &Dataset) -> Vec<IndexInfo> {
+    let mut names: Vec<&str> = ds
+        .manifest()
+        .indices
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let segs = segments(ds, name);
+            let mut covered = RoaringBitmap::new();
+            for s in &segs {
+                if let Some(b) = &s.fragment_bitmap {
+                    covered |= b;
+                }
+            }
+            let (c, u): (Vec<u64>, Vec<u64>) = ds
+                .fragments()
+                .iter()
+                .map(|f| f.id)
+                .partition(|id| covered.contains(*id as u32));
+            IndexInfo {
+                name: name.to_string(),
+                kind: segs[0]
+                    .index_details
+                    .as_ref()
+                    .and_then(|d| IndexKind::from_type_url(&d.type_url))
+                    .map_or("unknown".to_string(), |k| k.to_string()),
+                column: index_column(ds, segs[0]).unwrap_or_else(|_| "?".into()),
+                segments: segs.len(),
+                covered_fragments: c,
+                uncovered_fragments: u,
+            }
+        })
+        .collect()
+}

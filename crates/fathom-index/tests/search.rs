@@ -1,0 +1,154 @@
+//! Each index kind against brute force: for random columns (with nulls)
+//! and random queries, an Exact result equals the matching rows and an
+//! AtMost result contains them.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use fathom_index::segment::{search, usable};
+use fathom_index::{IndexCache, IndexKind, ScalarQuery, SearchResult, create_index};
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use roaring::RoaringTreemap;
+
+fn table(seed: u64, n: usize) -> RecordBatch {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let words = ["a", "bb", "c", "dd", "e", "ff", ""];
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("f", DataType::Float64, true),
+        ])),
+        vec![
+            Arc::new(Int32Array::from_iter((0..n).map(|_| {
+                rng.random_bool(0.9).then(|| rng.random_range(-50..50))
+            }))),
+            Arc::new(StringArray::from_iter((0..n).map(|_| {
+                rng.random_bool(0.9).then(|| words[rng.random_range(0..7)])
+            }))),
+            Arc::new(Float64Array::from_iter((0..n).map(|_| {
+                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
+            }))),
+        ],
+    )
+    .unwrap()
+}
+
+fn value(col: &str, k: i32) -> ArrayRef {
+    match col {
+        "i" => Arc::new(Int32Array::from(vec![k])),
+        "s" => Arc::new(StringArray::from(vec![
+            ["a", "bb", "c", "dd", "e", "ff", ""][(k.rem_euclid(7)) as usize],
+        ])),
+        _ => Arc::new(Float64Array::from(vec![k as f64 / 50.0])),
+    }
+}
+
+fn query(col: &str, kind: u8, a: i32, b: i32) -> ScalarQuery {
+    let (lo, hi) = (a.min(b), a.max(b));
+    match kind % 6 {
+        0 => ScalarQuery::Equals(value(col, a)),
+        1 => ScalarQuery::Range {
+            lower: Bound::Included(value(col, lo)),
+            upper: Bound::Excluded(value(col, hi)),
+        },
+        2 => ScalarQuery::Range {
+            lower: Bound::Unbounded,
+            upper: Bound::Included(value(col, hi)),
+        },
+        3 => ScalarQuery::Range {
+            lower: Bound::Excluded(value(col, lo)),
+            upper: Bound::Unbounded,
+        },
+        4 => {
+            let v = arrow_select::concat::concat(&[value(col, a).as_ref(), value(col, b).as_ref()])
+                .unwrap();
+            ScalarQuery::IsIn(v)
+        }
+        _ => ScalarQuery::IsNull,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 30, .. ProptestConfig::default() })]
+    #[test]
+    fn indexes_match_brute_force(seed in 0u64..1000, col in prop::sample::select(vec!["i", "s", "f"]), kind in prop::sample::select(vec![IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap]), queries in prop::collection::vec((any::<u8>(), -60i32..60, -60i32..60), 1..8)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let uri = format!("memory://idx-{seed}-{}", rand::random::<u64>());
+            // Several fragments, pages and zones: 20,000 rows in files of 7,000.
+            let params = WriteParams { max_rows_per_file: 7000, ..Default::default() };
+            let ds = Dataset::write(&uri, &[table(seed, 20_000)], WriteMode::Create, params).await.unwrap();
+            let ds = ds.delete_rows(&(0..20_000u64).step_by(13).map(|i| ((i / 7000) << 32) | (i % 7000)).collect::<Vec<_>>()).await.unwrap();
+            let ds = create_index(&ds, "idx", col, kind).await.unwrap();
+            let meta = ds.manifest().indices[0].clone();
+            assert_eq!(usable(&meta), Ok(kind));
+            let all = ds.scan().project(&[col, "_rowaddr"]).unwrap().collect().await.unwrap();
+            let addrs = all.column(1).as_primitive::<UInt64Type>();
+            let cache = IndexCache::new(1 << 20);
+            for (qk, a, b) in queries {
+                let q = query(col, qk, a, b);
+                let m = q.matches(all.column(0).as_ref()).unwrap();
+                let want: RoaringTreemap = (0..m.len()).filter(|i| m.value(*i)).map(|i| addrs.value(i)).collect();
+                let got = search(ds.store(), ds.root(), &meta, kind, &cache, &q).await.unwrap();
+                match (&got, kind) {
+                    (SearchResult::Exact(g), _) => assert_eq!(g, &want, "{kind} {q:?}"),
+                    (SearchResult::AtMost(g), IndexKind::ZoneMap) => assert!(want.is_subset(g), "{kind} {q:?} missed rows"),
+                    (SearchResult::AtMost(_), _) => panic!("{kind} must be exact"),
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn btree_loads_only_the_pages_it_needs() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = 100_000;
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("i", DataType::Int32, false)])),
+            vec![Arc::new(Int32Array::from_iter_values(0..n))],
+        )
+        .unwrap();
+        let ds = Dataset::write(
+            "memory://btree-pages",
+            &[batch],
+            WriteMode::Create,
+            WriteParams::default(),
+        )
+        .await
+        .unwrap();
+        let ds = create_index(&ds, "i_idx", "i", IndexKind::BTree)
+            .await
+            .unwrap();
+        let meta = ds.manifest().indices[0].clone();
+        let cache = IndexCache::new(64 << 20);
+        let got = search(
+            ds.store(),
+            ds.root(),
+            &meta,
+            IndexKind::BTree,
+            &cache,
+            &ScalarQuery::Equals(Arc::new(Int32Array::from(vec![54_321]))),
+        )
+        .await
+        .unwrap();
+        assert_eq!(got, SearchResult::Exact([54_321u64].into_iter().collect()));
+        // The lookup and one page of 4,096 values: far less than the 25 pages.
+        let cached = cache.size();
+        assert!(
+            cached < 200_000,
+            "cache holds {cached} bytes after one point lookup"
+        );
+    });
+}
