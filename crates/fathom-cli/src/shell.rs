@@ -33,6 +33,15 @@ pub async fn run_script(
     format: Format,
     timing: bool,
 ) -> Result<(), String> {
+    if sql.trim().to_ascii_lowercase().starts_with("show index") {
+        for (_, batches) in fathom_datafusion::sql::run_sql(ctx, sql)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            output::print(&batches, format, &mut std::io::stdout())?;
+        }
+        return Ok(());
+    }
     let statements = DFParser::parse_sql(sql).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();
     for stmt in statements {

@@ -18,8 +18,10 @@ pub mod catalog;
 pub mod error;
 pub mod exec;
 pub mod factory;
+pub mod index_expr;
 pub mod planner;
 pub mod provider;
+pub mod sql;
 pub mod udtf;
 pub mod util;
 

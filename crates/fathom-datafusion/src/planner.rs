@@ -128,3 +128,105 @@ mod tests {
         );
     }
 }
+
+/// The index branch of a scan: which expression, over which fragments.
+#[derive(Debug, Clone)]
+pub struct IndexPlan {
+    pub expr: crate::index_expr::IndexExpr,
+    /// Fragments every index of `expr` covers (usable segments, current
+    /// fragments only): answered by the index branch.
+    pub covered: Vec<u64>,
+    /// Whether rows from the index must be rechecked with the full filter
+    /// (an AtMost result, or filters the index cannot answer).
+    pub recheck: bool,
+}
+
+/// Plans the index branch for `filters` (column references unqualified)
+/// over a snapshot; `None` when no index helps. Fragments not in
+/// `covered` go to the flat branch.
+pub fn plan_index(
+    manifest: &fathom_table::Manifest,
+    schema: &arrow_schema::Schema,
+    filters: &[datafusion::logical_expr::Expr],
+) -> Option<IndexPlan> {
+    use std::collections::HashMap;
+
+    use crate::index_expr::{ColumnIndex, Converter, IndexExpr};
+    use fathom_index::IndexKind;
+    use fathom_index::segment::usable;
+    use roaring::RoaringBitmap;
+
+    // One index per column: prefer exact kinds, then the widest coverage.
+    let mut coverage: HashMap<String, RoaringBitmap> = HashMap::new();
+    let mut by_column: HashMap<String, ColumnIndex> = HashMap::new();
+    for seg in &manifest.indices {
+        let Ok(kind) = usable(seg) else { continue };
+        if let Some(b) = &seg.fragment_bitmap {
+            *coverage.entry(seg.name.clone()).or_default() |= b;
+        }
+        let Some(field) = seg
+            .fields
+            .first()
+            .and_then(|id| manifest.schema.fields.iter().find(|f| f.id == *id))
+        else {
+            continue;
+        };
+        let Ok(dt) = schema
+            .field_with_name(&field.name)
+            .map(|f| f.data_type().clone())
+        else {
+            continue;
+        };
+        let cand = ColumnIndex {
+            name: seg.name.clone(),
+            kind,
+            data_type: dt,
+        };
+        let rank = |k: IndexKind| if k == IndexKind::ZoneMap { 0 } else { 1 };
+        match by_column.get(&field.name) {
+            Some(cur) if rank(cur.kind) > rank(kind) => {}
+            Some(cur)
+                if rank(cur.kind) == rank(kind)
+                    && coverage.get(&cur.name).map_or(0, |b| b.len())
+                        >= coverage[&seg.name].len() => {}
+            _ => {
+                by_column.insert(field.name.clone(), cand);
+            }
+        }
+    }
+    if by_column.is_empty() {
+        return None;
+    }
+    let conv = Converter {
+        indexes: &by_column,
+    };
+    let mut expr: Option<IndexExpr> = None;
+    let mut residual = false;
+    for f in filters {
+        match conv.convert(f, false) {
+            Some(e) => {
+                expr = Some(match expr {
+                    None => e,
+                    Some(prev) => IndexExpr::And(Box::new(prev), Box::new(e)),
+                })
+            }
+            None => residual = true,
+        }
+    }
+    let expr = expr?;
+    let mut names = vec![];
+    expr.indexes(&mut names);
+    let current: RoaringBitmap = manifest.fragments.iter().map(|f| f.id as u32).collect();
+    let mut covered = current;
+    for n in &names {
+        covered &= coverage.get(n).cloned().unwrap_or_default();
+    }
+    if covered.is_empty() {
+        return None;
+    }
+    Some(IndexPlan {
+        recheck: residual || !expr.is_exact(),
+        expr,
+        covered: covered.iter().map(u64::from).collect(),
+    })
+}

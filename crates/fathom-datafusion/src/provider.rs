@@ -22,8 +22,16 @@ use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 
 use crate::error::to_df;
 use crate::exec::dml::{DmlExec, DmlKind};
+use crate::exec::exclusion::ExclusionExec;
+use crate::exec::index_scan::ScalarIndexExec;
 use crate::exec::scan::FragmentScanExec;
-use crate::planner::{MIN_ROWS_PER_PARTITION, plan_flat};
+use crate::exec::take::TakeExec;
+use crate::planner::{MIN_ROWS_PER_PARTITION, plan_flat, plan_index};
+use datafusion::physical_expr::expressions::Column as PhysColumn;
+use datafusion::physical_expr::projection::ProjectionExpr;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::union::UnionExec;
 
 /// The dataset behind a table, refreshed to the latest version unless
 /// pinned to one (time travel).
@@ -83,6 +91,8 @@ pub struct FathomTable {
     state: Arc<TableState>,
     schema: SchemaRef,
     options: TableOptions,
+    /// Loaded index parts, shared by the queries on this table.
+    index_cache: Arc<fathom_index::IndexCache>,
 }
 
 impl FathomTable {
@@ -121,7 +131,23 @@ impl FathomTable {
             }),
             schema,
             options,
+            index_cache: Arc::new(fathom_index::IndexCache::default()),
         }
+    }
+
+    /// The table's index cache.
+    pub fn index_cache(&self) -> &Arc<fathom_index::IndexCache> {
+        &self.index_cache
+    }
+
+    /// Replaces the dataset version the table reads (after an index change).
+    pub fn set_dataset(&self, ds: Dataset) {
+        self.state.set(ds)
+    }
+
+    /// The latest version (or the pinned one).
+    pub async fn latest(&self) -> Result<Dataset> {
+        self.state.latest().await
     }
 
     /// The dataset version last seen.
@@ -279,23 +305,90 @@ impl TableProvider for FathomTable {
             .iter()
             .map(|c| order.iter().position(|o| o == c).unwrap())
             .collect();
-        let filter = self.physical_filter(state, filters, &read_schema)?;
         let out_schema = Arc::new(self.schema.project(&output)?);
-        let plan = plan_flat(
-            ds.fragments(),
-            state.config().target_partitions(),
-            self.options.min_rows_per_partition,
-        );
-        Ok(Arc::new(FragmentScanExec::new(
-            ds,
-            plan,
-            read,
-            output_idx,
-            filter,
-            limit,
-            out_schema,
+        let stripped: Vec<Expr> = filters
+            .iter()
+            .cloned()
+            .map(strip_qualifiers)
+            .collect::<Result<_>>()?;
+        let index = plan_index(ds.manifest(), ds.schema(), &stripped);
+        let flat_fragments: Vec<fathom_table::Fragment> = match &index {
+            Some(ip) => ds
+                .fragments()
+                .iter()
+                .filter(|f| !ip.covered.contains(&f.id))
+                .cloned()
+                .collect(),
+            None => ds.fragments().to_vec(),
+        };
+        let flat_filter = self.physical_filter(state, filters, &read_schema)?;
+        let flat: Option<Arc<dyn ExecutionPlan>> = if index.is_none() || !flat_fragments.is_empty()
+        {
+            let plan = plan_flat(
+                &flat_fragments,
+                state.config().target_partitions(),
+                self.options.min_rows_per_partition,
+            );
+            Some(Arc::new(FragmentScanExec::new(
+                ds.clone(),
+                plan,
+                read,
+                output_idx,
+                flat_filter,
+                limit,
+                out_schema.clone(),
+                state.config().batch_size(),
+            )))
+        } else {
+            None
+        };
+        let Some(ip) = index else {
+            return Ok(flat.unwrap());
+        };
+        // Index branch: search -> exclusion -> take -> [recheck] -> projection.
+        let mut take_cols: BTreeSet<usize> = output.iter().copied().collect();
+        if ip.recheck {
+            take_cols = needed.clone();
+        }
+        let take_read = self.projection_for(&ds, &take_cols)?;
+        let take_schema = take_read.schema(ds.schema());
+        let search: Arc<dyn ExecutionPlan> = Arc::new(ScalarIndexExec::new(
+            ds.clone(),
+            ip.expr.clone(),
+            self.index_cache.clone(),
             state.config().batch_size(),
-        )))
+        ));
+        let excluded: Arc<dyn ExecutionPlan> =
+            Arc::new(ExclusionExec::new(search, ds.clone(), ip.covered.clone()));
+        let mut branch: Arc<dyn ExecutionPlan> = Arc::new(TakeExec::new(
+            excluded,
+            ds.clone(),
+            take_read,
+            if ip.recheck { None } else { limit },
+        ));
+        if ip.recheck {
+            let predicate = self
+                .physical_filter(state, filters, &take_schema)?
+                .expect("a recheck has a filter");
+            branch = Arc::new(FilterExec::try_new(predicate, branch)?);
+        }
+        let order: Vec<usize> = take_cols.iter().copied().collect();
+        let exprs: Vec<ProjectionExpr> = output
+            .iter()
+            .map(|c| {
+                let i = order.iter().position(|o| o == c).unwrap();
+                let name = take_schema.field(i).name().clone();
+                ProjectionExpr {
+                    expr: Arc::new(PhysColumn::new(&name, i)) as Arc<dyn PhysicalExpr>,
+                    alias: self.schema.field(*c).name().clone(),
+                }
+            })
+            .collect();
+        let branch: Arc<dyn ExecutionPlan> = Arc::new(ProjectionExec::try_new(exprs, branch)?);
+        match flat {
+            None => Ok(branch),
+            Some(flat) => UnionExec::try_new(vec![branch, flat]),
+        }
     }
 
     async fn insert_into(

@@ -666,6 +666,13 @@ impl Dataset {
         }
     }
 
+    /// The deletion vector of a fragment (cached), if it has one.
+    pub async fn deleted_rows(&self, fragment: &Fragment) -> Result<Option<Arc<RoaringBitmap>>> {
+        self.cache
+            .deletions(self.store.as_ref(), &self.root, fragment)
+            .await
+    }
+
     /// Opens a fragment for reading.
     pub async fn fragment_reader(
         &self,

@@ -1,4 +1,8 @@
 //! Execution nodes, one per file.
 
+pub mod common;
 pub mod dml;
+pub mod exclusion;
+pub mod index_scan;
 pub mod scan;
+pub mod take;

@@ -74,9 +74,11 @@ impl sqllogictest::AsyncDB for FathomDb {
         let sql = sql
             .replace("__DATA__", self.dir.path().to_str().unwrap())
             .replace("__TEST_DIR__", self.scratch.path().to_str().unwrap());
-        let df = self.ctx.sql(&sql).await?;
-        let width = df.schema().fields().len();
-        let batches = df.collect().await?;
+        let (schema, batches) = fathom_datafusion::sql::run_sql(&self.ctx, &sql)
+            .await?
+            .pop()
+            .ok_or_else(|| DataFusionError::Plan("no statement".into()))?;
+        let width = schema.fields().len();
         if width == 0 {
             return Ok(DBOutput::StatementComplete(0));
         }

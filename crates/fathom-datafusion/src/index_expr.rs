@@ -1,0 +1,310 @@
+//! Filters to index expressions.
+//!
+//! A filter converts when every leaf is `column op literal` on a column
+//! with a usable index: `=`, `<>`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`,
+//! `IS [NOT] NULL`, combined with AND / OR. `NOT` is pushed down to the
+//! leaves first (De Morgan, and `NOT (x < v)` = `x >= v`), which is exact
+//! under SQL's three-valued logic because every leaf already excludes
+//! NULLs, so the index expression never needs a "universe" of rows.
+//! Whatever does not convert is a residual, rechecked on the rows the
+//! index returns.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Bound;
+
+use arrow_array::ArrayRef;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+use fathom_index::{IndexKind, ScalarQuery};
+
+/// An index usable for a column.
+#[derive(Debug, Clone)]
+pub struct ColumnIndex {
+    pub name: String,
+    pub kind: IndexKind,
+    pub data_type: arrow_schema::DataType,
+}
+
+/// AND / OR of index queries.
+#[derive(Debug, Clone)]
+pub enum IndexExpr {
+    Query {
+        index: String,
+        column: String,
+        kind: IndexKind,
+        query: ScalarQuery,
+    },
+    And(Box<IndexExpr>, Box<IndexExpr>),
+    Or(Box<IndexExpr>, Box<IndexExpr>),
+}
+
+impl IndexExpr {
+    /// Whether the result is exact (no zone-map leaf other than IS NULL).
+    pub fn is_exact(&self) -> bool {
+        match self {
+            IndexExpr::Query { kind, query, .. } => {
+                *kind != IndexKind::ZoneMap || matches!(query, ScalarQuery::IsNull)
+            }
+            IndexExpr::And(a, b) | IndexExpr::Or(a, b) => a.is_exact() && b.is_exact(),
+        }
+    }
+
+    /// Names of the indexes used.
+    pub fn indexes(&self, out: &mut Vec<String>) {
+        match self {
+            IndexExpr::Query { index, .. } => {
+                if !out.contains(index) {
+                    out.push(index.clone())
+                }
+            }
+            IndexExpr::And(a, b) | IndexExpr::Or(a, b) => {
+                a.indexes(out);
+                b.indexes(out);
+            }
+        }
+    }
+}
+
+fn show(a: &ArrayRef) -> String {
+    let f = arrow_cast_value(a);
+    if a.len() == 1 {
+        f[0].clone()
+    } else {
+        format!("[{}]", f.join(", "))
+    }
+}
+
+fn arrow_cast_value(a: &ArrayRef) -> Vec<String> {
+    let fmt =
+        datafusion::arrow::util::display::ArrayFormatter::try_new(a.as_ref(), &Default::default())
+            .unwrap();
+    (0..a.len()).map(|i| fmt.value(i).to_string()).collect()
+}
+
+impl fmt::Display for IndexExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IndexExpr::Query {
+                index,
+                column,
+                query,
+                ..
+            } => {
+                let q = match query {
+                    ScalarQuery::Equals(v) => format!("{column} = {}", show(v)),
+                    ScalarQuery::IsIn(v) => format!("{column} IN {}", show(v)),
+                    ScalarQuery::IsNull => format!("{column} IS NULL"),
+                    ScalarQuery::Range { lower, upper } => {
+                        let lo = match lower {
+                            Bound::Included(v) => format!("{} <= ", show(v)),
+                            Bound::Excluded(v) => format!("{} < ", show(v)),
+                            Bound::Unbounded => String::new(),
+                        };
+                        let hi = match upper {
+                            Bound::Included(v) => format!(" <= {}", show(v)),
+                            Bound::Excluded(v) => format!(" < {}", show(v)),
+                            Bound::Unbounded => String::new(),
+                        };
+                        if lo.is_empty() && hi.is_empty() {
+                            format!("{column} IS NOT NULL")
+                        } else {
+                            format!("{lo}{column}{hi}")
+                        }
+                    }
+                };
+                write!(f, "{index}({q})")
+            }
+            IndexExpr::And(a, b) => write!(f, "({a} AND {b})"),
+            IndexExpr::Or(a, b) => write!(f, "({a} OR {b})"),
+        }
+    }
+}
+
+/// Converts filters using the indexes in `indexes` (by column name).
+pub struct Converter<'a> {
+    pub indexes: &'a HashMap<String, ColumnIndex>,
+}
+
+fn literal(e: &Expr) -> Option<&ScalarValue> {
+    match e {
+        Expr::Literal(v, _) if !v.is_null() => Some(v),
+        _ => None,
+    }
+}
+
+fn column(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Column(c) => Some(c.name.as_str()),
+        _ => None,
+    }
+}
+
+fn flip(op: Operator) -> Operator {
+    match op {
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        o => o,
+    }
+}
+
+impl Converter<'_> {
+    fn leaf(
+        &self,
+        col: &str,
+        query: impl FnOnce(&ColumnIndex) -> Option<ScalarQuery>,
+    ) -> Option<IndexExpr> {
+        let idx = self.indexes.get(col)?;
+        Some(IndexExpr::Query {
+            index: idx.name.clone(),
+            column: col.to_string(),
+            kind: idx.kind,
+            query: query(idx)?,
+        })
+    }
+
+    fn value(idx: &ColumnIndex, v: &ScalarValue) -> Option<ArrayRef> {
+        // Only exact casts: a literal that changes value when cast is left to the residual.
+        let cast = v.cast_to(&idx.data_type).ok()?;
+        let back = cast.cast_to(&v.data_type()).ok()?;
+        if back != *v {
+            return None;
+        }
+        cast.to_array().ok()
+    }
+
+    fn compare(&self, col: &str, op: Operator, v: &ScalarValue) -> Option<IndexExpr> {
+        if op == Operator::NotEq {
+            return Some(IndexExpr::Or(
+                Box::new(self.compare(col, Operator::Lt, v)?),
+                Box::new(self.compare(col, Operator::Gt, v)?),
+            ));
+        }
+        self.leaf(col, |idx| {
+            let a = Self::value(idx, v)?;
+            Some(match op {
+                Operator::Eq => ScalarQuery::Equals(a),
+                Operator::Lt => ScalarQuery::Range {
+                    lower: Bound::Unbounded,
+                    upper: Bound::Excluded(a),
+                },
+                Operator::LtEq => ScalarQuery::Range {
+                    lower: Bound::Unbounded,
+                    upper: Bound::Included(a),
+                },
+                Operator::Gt => ScalarQuery::Range {
+                    lower: Bound::Excluded(a),
+                    upper: Bound::Unbounded,
+                },
+                Operator::GtEq => ScalarQuery::Range {
+                    lower: Bound::Included(a),
+                    upper: Bound::Unbounded,
+                },
+                _ => return None,
+            })
+        })
+    }
+
+    /// Converts `e`, or `None` if some part has no usable index.
+    pub fn convert(&self, e: &Expr, negated: bool) -> Option<IndexExpr> {
+        match e {
+            Expr::Not(inner) => self.convert(inner, !negated),
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::And,
+                right,
+            })
+            | Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Or,
+                right,
+            }) => {
+                let (a, b) = (self.convert(left, negated)?, self.convert(right, negated)?);
+                let is_and = matches!(
+                    e,
+                    Expr::BinaryExpr(BinaryExpr {
+                        op: Operator::And,
+                        ..
+                    })
+                );
+                // De Morgan: NOT (a AND b) = NOT a OR NOT b.
+                Some(if is_and != negated {
+                    IndexExpr::And(Box::new(a), Box::new(b))
+                } else {
+                    IndexExpr::Or(Box::new(a), Box::new(b))
+                })
+            }
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                let (col, op, v) =
+                    match (column(left), literal(right), column(right), literal(left)) {
+                        (Some(c), Some(v), _, _) => (c, *op, v),
+                        (_, _, Some(c), Some(v)) => (c, flip(*op), v),
+                        _ => return None,
+                    };
+                let op = if negated {
+                    match op {
+                        Operator::Eq => Operator::NotEq,
+                        Operator::NotEq => Operator::Eq,
+                        Operator::Lt => Operator::GtEq,
+                        Operator::LtEq => Operator::Gt,
+                        Operator::Gt => Operator::LtEq,
+                        Operator::GtEq => Operator::Lt,
+                        _ => return None,
+                    }
+                } else {
+                    op
+                };
+                self.compare(col, op, v)
+            }
+            Expr::Between(b) => {
+                let col = column(&b.expr)?;
+                let (lo, hi) = (literal(&b.low)?, literal(&b.high)?);
+                if b.negated != negated {
+                    // x NOT BETWEEN lo AND hi = x < lo OR x > hi
+                    Some(IndexExpr::Or(
+                        Box::new(self.compare(col, Operator::Lt, lo)?),
+                        Box::new(self.compare(col, Operator::Gt, hi)?),
+                    ))
+                } else {
+                    self.leaf(col, |idx| {
+                        Some(ScalarQuery::Range {
+                            lower: Bound::Included(Self::value(idx, lo)?),
+                            upper: Bound::Included(Self::value(idx, hi)?),
+                        })
+                    })
+                }
+            }
+            Expr::InList(l) if l.negated == negated => {
+                let col = column(&l.expr)?;
+                let values: Vec<&ScalarValue> =
+                    l.list.iter().map(literal).collect::<Option<_>>()?;
+                self.leaf(col, |idx| {
+                    let arrays: Vec<ArrayRef> = values
+                        .iter()
+                        .map(|v| Self::value(idx, v))
+                        .collect::<Option<_>>()?;
+                    let refs: Vec<&dyn arrow_array::Array> =
+                        arrays.iter().map(|a| a.as_ref()).collect();
+                    Some(ScalarQuery::IsIn(arrow_select::concat::concat(&refs).ok()?))
+                })
+            }
+            Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
+                let col = column(inner)?;
+                let is_null = matches!(e, Expr::IsNull(_)) != negated;
+                self.leaf(col, |_| {
+                    Some(if is_null {
+                        ScalarQuery::IsNull
+                    } else {
+                        ScalarQuery::Range {
+                            lower: Bound::Unbounded,
+                            upper: Bound::Unbounded,
+                        }
+                    })
+                })
+            }
+            _ => None,
+        }
+    }
+}

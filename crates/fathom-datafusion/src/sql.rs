@@ -1,0 +1,211 @@
+//! Running SQL with Fathom's statements on top of DataFusion's:
+//!
+//! ```sql
+//! CREATE INDEX name ON t [USING BTREE | BITMAP | ZONEMAP] (column);
+//! CREATE INDEX IF NOT EXISTS name ON t ...;   -- extends an existing index to new fragments
+//! DROP INDEX name ON t;
+//! SHOW INDEXES FROM t;                       -- via the fathom_indexes('t') table function
+//! ```
+//! Everything else goes to DataFusion unchanged.
+
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::context::SessionContext;
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType, ObjectType, Statement};
+use fathom_index::{IndexKind, create_index, drop_index, extend_index, list_indexes};
+
+use crate::provider::FathomTable;
+
+fn idx_err(e: fathom_index::Error) -> DataFusionError {
+    match e {
+        fathom_index::Error::InvalidInput(m) => DataFusionError::Plan(m),
+        e => DataFusionError::External(Box::new(e)),
+    }
+}
+
+async fn fathom_table(
+    ctx: &SessionContext,
+    name: &str,
+) -> Result<Arc<dyn datafusion::datasource::TableProvider>> {
+    let t = ctx.table_provider(name).await?;
+    if t.downcast_ref::<FathomTable>().is_none() {
+        return Err(DataFusionError::Plan(format!(
+            "table '{name}' is not a Lance dataset; indexes need one"
+        )));
+    }
+    Ok(t)
+}
+
+/// Runs one statement; `None` if it is not one of Fathom's own.
+async fn fathom_statement(
+    ctx: &SessionContext,
+    stmt: &Statement,
+) -> Result<Option<Vec<RecordBatch>>> {
+    match stmt {
+        Statement::CreateIndex(ci) => {
+            let name = ci
+                .name
+                .as_ref()
+                .ok_or_else(|| DataFusionError::Plan("CREATE INDEX needs a name".into()))?
+                .to_string();
+            let table = ci.table_name.to_string();
+            let [col] = ci.columns.as_slice() else {
+                return Err(DataFusionError::Plan(format!(
+                    "an index is on one column; CREATE INDEX {name} lists {}",
+                    ci.columns.len()
+                )));
+            };
+            let column = match &col.column.expr {
+                SqlExpr::Identifier(id) => id.value.clone(),
+                other => {
+                    return Err(DataFusionError::Plan(format!(
+                        "cannot index the expression {other}; name a column"
+                    )));
+                }
+            };
+            let kind = match &ci.using {
+                None | Some(IndexType::BTree) => IndexKind::BTree,
+                Some(IndexType::Custom(id)) => IndexKind::parse(&id.value).map_err(idx_err)?,
+                Some(other) => IndexKind::parse(&other.to_string()).map_err(idx_err)?,
+            };
+            let provider = fathom_table(ctx, &table).await?;
+            let t = provider.downcast_ref::<FathomTable>().unwrap();
+            if t.is_pinned() {
+                return Err(DataFusionError::Plan(format!(
+                    "table '{table}' is pinned to an old version; indexes need the latest"
+                )));
+            }
+            let ds = t.latest().await?;
+            let exists = ds.manifest().indices.iter().any(|i| i.name == name);
+            let new = if exists && ci.if_not_exists {
+                extend_index(&ds, &name).await.map_err(idx_err)?
+            } else {
+                create_index(&ds, &name, &column, kind)
+                    .await
+                    .map_err(idx_err)?
+            };
+            t.set_dataset(new);
+            Ok(Some(vec![]))
+        }
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            names,
+            table,
+            if_exists,
+            ..
+        } => {
+            let table = table
+                .as_ref()
+                .ok_or_else(|| DataFusionError::Plan("use DROP INDEX name ON table".into()))?
+                .to_string();
+            let provider = fathom_table(ctx, &table).await?;
+            let t = provider.downcast_ref::<FathomTable>().unwrap();
+            let mut ds = t.latest().await?;
+            for n in names {
+                let n = n.to_string();
+                if *if_exists && !ds.manifest().indices.iter().any(|i| i.name == n) {
+                    continue;
+                }
+                ds = drop_index(&ds, &n).await.map_err(idx_err)?;
+            }
+            t.set_dataset(ds);
+            Ok(Some(vec![]))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The indexes of a table as rows (name, kind, column, segments, covered
+/// and uncovered fragment counts).
+pub async fn indexes_batch(ctx: &SessionContext, table: &str) -> Result<RecordBatch> {
+    let provider = fathom_table(ctx, table).await?;
+    let ds = provider
+        .downcast_ref::<FathomTable>()
+        .unwrap()
+        .latest()
+        .await?;
+    let infos = list_indexes(&ds);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("index", DataType::Utf8, false),
+        Field::new("type", DataType::Utf8, false),
+        Field::new("column", DataType::Utf8, false),
+        Field::new("segments", DataType::UInt64, false),
+        Field::new("covered_fragments", DataType::UInt64, false),
+        Field::new("uncovered_fragments", DataType::UInt64, false),
+    ]));
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                infos.iter().map(|i| i.name.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                infos.iter().map(|i| i.kind.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                infos.iter().map(|i| i.column.as_str()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                infos.iter().map(|i| i.segments as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                infos.iter().map(|i| i.covered_fragments.len() as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                infos.iter().map(|i| i.uncovered_fragments.len() as u64),
+            )),
+        ],
+    )?)
+}
+
+/// A statement's result: its schema (empty for DDL) and rows.
+pub type Output = (arrow_schema::SchemaRef, Vec<RecordBatch>);
+
+/// `SHOW INDEXES FROM t` (or `ON t`), which sqlparser does not know.
+fn show_indexes(sql: &str) -> Option<String> {
+    let words: Vec<&str> = sql
+        .trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    match words.as_slice() {
+        [show, idx, from, table]
+            if show.eq_ignore_ascii_case("show")
+                && (idx.eq_ignore_ascii_case("indexes") || idx.eq_ignore_ascii_case("index"))
+                && (from.eq_ignore_ascii_case("from") || from.eq_ignore_ascii_case("on")) =>
+        {
+            Some(table.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Runs every statement of `sql`; returns each statement's result.
+pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<Output>> {
+    if let Some(table) = show_indexes(sql) {
+        let b = indexes_batch(ctx, &table).await?;
+        return Ok(vec![(b.schema(), vec![b])]);
+    }
+    let mut out = Vec::new();
+    for stmt in DFParser::parse_sql(sql)? {
+        out.push(run_statement(ctx, stmt).await?);
+    }
+    Ok(out)
+}
+
+/// Runs one parsed statement.
+pub async fn run_statement(ctx: &SessionContext, stmt: DFStatement) -> Result<Output> {
+    if let DFStatement::Statement(s) = &stmt
+        && let Some(r) = fathom_statement(ctx, s).await?
+    {
+        return Ok((Arc::new(Schema::empty()), r));
+    }
+    let plan = ctx.state().statement_to_plan(stmt).await?;
+    let df = ctx.execute_logical_plan(plan).await?;
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    Ok((schema, df.collect().await?))
+}
