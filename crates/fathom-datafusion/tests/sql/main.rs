@@ -3,4 +3,5 @@
 //! directory, plus scenario tests in Rust.
 
 mod flat;
+mod indexes;
 mod slt;

@@ -1,0 +1,204 @@
+//! The core oracle: for random tables, random indexes, random appends and
+//! deletes between index builds, and random predicates on indexed and
+//! unindexed columns, every query returns exactly what a full scan of the
+//! same version returns (the same data in a MemTable, filtered by
+//! DataFusion itself).
+
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use fathom_datafusion::{FathomTable, TableOptions};
+use fathom_index::IndexKind;
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+
+fn rows(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
+    let words = ["ant", "bee", "cat", "dog", "eel"];
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("x", DataType::Float64, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from_iter_values(start..start + n as i64)),
+            Arc::new(Int32Array::from_iter(
+                (0..n).map(|_| rng.random_bool(0.9).then(|| rng.random_range(0..20))),
+            )),
+            Arc::new(StringArray::from_iter((0..n).map(|_| {
+                rng.random_bool(0.85).then(|| words[rng.random_range(0..5)])
+            }))),
+            Arc::new(Float64Array::from_iter((0..n).map(|_| {
+                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
+            }))),
+        ],
+    )
+    .unwrap()
+}
+
+fn predicate() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        (0i32..20).prop_map(|c| format!("k = {c}")),
+        (0i32..20).prop_map(|c| format!("k < {c}")),
+        (0i32..20).prop_map(|c| format!("k >= {c}")),
+        (0i32..20, 0i32..20).prop_map(|(a, b)| format!("k BETWEEN {} AND {}", a.min(b), a.max(b))),
+        (0i32..20, 0i32..20).prop_map(|(a, b)| format!("k IN ({a}, {b})")),
+        Just("s IN ('ant', 'dog')".to_string()),
+        Just("s = 'cat'".to_string()),
+        Just("s <> 'bee'".to_string()),
+        Just("s IS NULL".to_string()),
+        Just("k IS NULL".to_string()),
+        Just("x IS NOT NULL".to_string()),
+        (-10i32..10).prop_map(|c| format!("x > {}", c as f64 / 10.0)),
+        (-10i32..10).prop_map(|c| format!("x <= {}", c as f64 / 10.0)),
+        (0i64..3000).prop_map(|c| format!("id = {c}")),
+        (0i64..3000).prop_map(|c| format!("id < {c}")),
+    ];
+    leaf.prop_recursive(3, 12, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} AND {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} OR {b})")),
+            inner.prop_map(|a| format!("NOT ({a})")),
+        ]
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Append(usize),
+    Delete(u64),
+    Index(usize, usize),
+    Extend(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (1usize..600).prop_map(Step::Append),
+        any::<u64>().prop_map(Step::Delete),
+        (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
+        (0usize..4).prop_map(Step::Extend),
+    ]
+}
+
+const COLUMNS: [&str; 4] = ["id", "k", "s", "x"];
+const KINDS: [IndexKind; 3] = [IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap];
+
+async fn build(seed: u64, steps: &[Step]) -> Dataset {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
+    let params = WriteParams {
+        max_rows_per_file: 300,
+        ..Default::default()
+    };
+    let mut next = 1000i64;
+    let mut ds = Dataset::write(
+        &uri,
+        &[rows(0, 1000, &mut rng)],
+        WriteMode::Create,
+        params.clone(),
+    )
+    .await
+    .unwrap();
+    // Start with two indexes, so most predicates have one to use.
+    for _ in 0..2 {
+        let (c, k) = (rng.random_range(0..4), rng.random_range(0..3));
+        let name = format!("{}_{}", COLUMNS[c], KINDS[k]);
+        if !ds.manifest().indices.iter().any(|i| i.name == name) {
+            ds = fathom_index::create_index(&ds, &name, COLUMNS[c], KINDS[k])
+                .await
+                .unwrap();
+        }
+    }
+    for s in steps {
+        ds = match s {
+            Step::Append(n) => {
+                let b = rows(next, *n, &mut rng);
+                next += *n as i64;
+                ds.append(&[b], &params).await.unwrap()
+            }
+            Step::Delete(seed) => {
+                let mut r = rand::rngs::StdRng::seed_from_u64(*seed);
+                let addrs: Vec<u64> = ds
+                    .fragments()
+                    .iter()
+                    .flat_map(|f| (0..f.physical_rows).map(move |o| (f.id << 32) | o))
+                    .filter(|_| r.random_bool(0.1))
+                    .collect();
+                ds.delete_rows(&addrs).await.unwrap()
+            }
+            Step::Index(c, k) => {
+                let name = format!("{}_{}", COLUMNS[*c], KINDS[*k]);
+                if ds.manifest().indices.iter().any(|i| i.name == name) {
+                    fathom_index::rebuild_index(&ds, &name).await.unwrap()
+                } else {
+                    fathom_index::create_index(&ds, &name, COLUMNS[*c], KINDS[*k])
+                        .await
+                        .unwrap()
+                }
+            }
+            Step::Extend(c) => {
+                match ds
+                    .manifest()
+                    .indices
+                    .iter()
+                    .find(|i| i.name.starts_with(COLUMNS[*c]))
+                    .map(|i| i.name.clone())
+                {
+                    Some(name) => fathom_index::extend_index(&ds, &name).await.unwrap(),
+                    None => ds,
+                }
+            }
+        };
+    }
+    ds
+}
+
+async fn ids(ctx: &SessionContext, sql: &str) -> Vec<i64> {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #[test]
+    fn indexed_queries_equal_a_full_scan(seed in 0u64..1_000_000, steps in prop::collection::vec(step(), 1..8), preds in prop::collection::vec(predicate(), 1..5)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let ds = build(seed, &steps).await;
+            let live = ds.scan().collect().await.unwrap();
+            let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2).with_batch_size(100));
+            let options = TableOptions { min_rows_per_partition: 1, ..Default::default() };
+            ctx.register_table("t", Arc::new(FathomTable::new(ds, options))).unwrap();
+            ctx.register_table("m", Arc::new(MemTable::try_new(live.schema(), vec![vec![live]]).unwrap())).unwrap();
+            for pred in preds {
+                if std::env::var("FATHOM_DEBUG_PLANS").is_ok() {
+                    let plan = ctx.sql(&format!("EXPLAIN SELECT id FROM t WHERE {pred}")).await.unwrap().collect().await.unwrap();
+                    let text = arrow_cast::pretty::pretty_format_batches(&plan).unwrap().to_string();
+                    eprintln!("PLAN index={} union={}", text.contains("ScalarIndexExec"), text.contains("UnionExec"));
+                }
+                let got = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} ORDER BY id")).await;
+                let want = ids(&ctx, &format!("SELECT id FROM m WHERE {pred} ORDER BY id")).await;
+                assert_eq!(got, want, "WHERE {pred} after {steps:?}");
+                let got = ids(&ctx, &format!("SELECT count(*)::BIGINT FROM t WHERE {pred}")).await;
+                assert_eq!(got, vec![want.len() as i64], "count(*) WHERE {pred}");
+                let limited = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} LIMIT 3")).await;
+                assert_eq!(limited.len(), want.len().min(3));
+            }
+        });
+    }
+}
