@@ -329,7 +329,7 @@ impl TableProvider for FathomTable {
                 state.config().target_partitions(),
                 self.options.min_rows_per_partition,
             );
-            Some(Arc::new(FragmentScanExec::new(
+            let mut exec = FragmentScanExec::new(
                 ds.clone(),
                 plan,
                 read,
@@ -338,7 +338,19 @@ impl TableProvider for FathomTable {
                 limit,
                 out_schema.clone(),
                 state.config().batch_size(),
-            )))
+            );
+            // Late materialization when the output needs more than the filter reads.
+            let mut filter_cols = BTreeSet::new();
+            for f in filters {
+                filter_cols.extend(self.columns_of(f)?);
+            }
+            if !filters.is_empty() && !output.iter().all(|c| filter_cols.contains(c)) {
+                let cols = self.projection_for(&ds, &filter_cols)?;
+                if let Some(f) = self.physical_filter(state, filters, &cols.schema(ds.schema()))? {
+                    exec = exec.with_prefilter(cols, f);
+                }
+            }
+            Some(Arc::new(exec))
         } else {
             None
         };

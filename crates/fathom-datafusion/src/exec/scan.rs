@@ -39,6 +39,9 @@ pub struct FragmentScanExec {
     /// Columns of the read batch that are output.
     output: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Late materialization: read these columns first, evaluate this filter
+    /// (bound to them), then read the rest only for matching rows.
+    prefilter: Option<(Projection, Arc<dyn PhysicalExpr>)>,
     limit: Option<usize>,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
@@ -73,12 +76,19 @@ impl FragmentScanExec {
             read,
             output,
             filter,
+            prefilter: None,
             limit,
             schema,
             props,
             batch_size,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// Enables late materialization with `columns` and `filter` bound to them.
+    pub fn with_prefilter(mut self, columns: Projection, filter: Arc<dyn PhysicalExpr>) -> Self {
+        self.prefilter = Some((columns, filter));
+        self
     }
 
     pub fn plan(&self) -> &ScanPlan {
@@ -201,12 +211,18 @@ impl ExecutionPlan for FragmentScanExec {
         let by_id: std::collections::HashMap<u64, fathom_table::Fragment> =
             ds.fragments().iter().map(|f| (f.id, f.clone())).collect();
 
+        let prefilter = self.prefilter.clone();
         let stream = futures::stream::iter(units)
             .then(move |unit| {
                 let ds = ds.clone();
                 let read = read.clone();
                 let frag = by_id.get(&unit.fragment).cloned();
                 let fragments = fragments.clone();
+                let filter = filter.clone();
+                let prefilter = prefilter.clone();
+                let output = output.clone();
+                let schema = schema.clone();
+                let scanned = scanned.clone();
                 async move {
                     let frag = frag.ok_or_else(|| {
                         datafusion::error::DataFusionError::Internal(format!(
@@ -216,9 +232,12 @@ impl ExecutionPlan for FragmentScanExec {
                     })?;
                     fragments.add(1);
                     let reader = Arc::new(
-                        ds.fragment_reader(&frag, read.with_row_id)
-                            .await
-                            .map_err(to_df)?,
+                        ds.fragment_reader(
+                            &frag,
+                            read.with_row_id || prefilter.as_ref().is_some_and(|p| p.0.with_row_id),
+                        )
+                        .await
+                        .map_err(to_df)?,
                     );
                     let runs: Vec<_> = reader
                         .live_runs()
@@ -230,42 +249,67 @@ impl ExecutionPlan for FragmentScanExec {
                         })
                         .collect();
                     let chunks = chunk_runs(&runs, batch_size);
-                    Ok::<_, datafusion::error::DataFusionError>(
-                            futures::stream::iter(chunks).map(move |c| {
-                                let reader = reader.clone();
-                                let read = read.clone();
-                                Ok(async move {
-                                    reader.read(&read, Rows::Runs(&c)).await.map_err(to_df)
-                                })
-                            }),
-                        )
+                    Ok::<_, datafusion::error::DataFusionError>(futures::stream::iter(chunks).map(
+                        move |c| {
+                            let reader = reader.clone();
+                            let read = read.clone();
+                            let filter = filter.clone();
+                            let prefilter = prefilter.clone();
+                            let output = output.clone();
+                            let schema = schema.clone();
+                            let scanned = scanned.clone();
+                            Ok(async move {
+                                scanned.add(c.iter().map(|r| (r.end - r.start) as usize).sum());
+                                let batch = match (&prefilter, &filter) {
+                                    (Some((cols, f)), _) => {
+                                        // Late materialization: filter columns first.
+                                        let first = reader
+                                            .read(cols, Rows::Runs(&c))
+                                            .await
+                                            .map_err(to_df)?;
+                                        let mask = boolean(
+                                            f.evaluate(&first)?.into_array(first.num_rows())?,
+                                        )?;
+                                        let offsets = c.iter().flat_map(|r| r.clone());
+                                        let matched: Vec<u64> = offsets
+                                            .zip(mask.iter())
+                                            .filter(|(_, m)| *m == Some(true))
+                                            .map(|(o, _)| o)
+                                            .collect();
+                                        let runs = fathom_file::reader::indices_to_runs(&matched);
+                                        reader
+                                            .read(&read, Rows::Runs(&runs))
+                                            .await
+                                            .map_err(to_df)?
+                                    }
+                                    (None, Some(f)) => {
+                                        let batch = reader
+                                            .read(&read, Rows::Runs(&c))
+                                            .await
+                                            .map_err(to_df)?;
+                                        let mask = boolean(
+                                            f.evaluate(&batch)?.into_array(batch.num_rows())?,
+                                        )?;
+                                        arrow_select::filter::filter_record_batch(&batch, &mask)?
+                                    }
+                                    (None, None) => {
+                                        reader.read(&read, Rows::Runs(&c)).await.map_err(to_df)?
+                                    }
+                                };
+                                let projected = batch.project(&output)?;
+                                Ok(RecordBatch::try_new_with_options(
+                                    schema,
+                                    projected.columns().to_vec(),
+                                    &arrow_array::RecordBatchOptions::new()
+                                        .with_row_count(Some(projected.num_rows())),
+                                )?)
+                            })
+                        },
+                    ))
                 }
             })
             .try_flatten_unordered_compat()
-            .map(move |batch: Result<RecordBatch>| {
-                let batch = batch?;
-                scanned.add(batch.num_rows());
-                let batch = match &filter {
-                    Some(f) => {
-                        let mask = f.evaluate(&batch)?.into_array(batch.num_rows())?;
-                        let mask =
-                            arrow_array::cast::AsArray::as_boolean_opt(&mask).ok_or_else(|| {
-                                datafusion::error::DataFusionError::Plan(
-                                    "filter is not boolean".into(),
-                                )
-                            })?;
-                        arrow_select::filter::filter_record_batch(&batch, mask)?
-                    }
-                    None => batch,
-                };
-                let projected = batch.project(&output)?;
-                Ok(RecordBatch::try_new_with_options(
-                    schema.clone(),
-                    projected.columns().to_vec(),
-                    &arrow_array::RecordBatchOptions::new()
-                        .with_row_count(Some(projected.num_rows())),
-                )?)
-            });
+            .filter(|b| futures::future::ready(!matches!(b, Ok(b) if b.num_rows() == 0)));
         let stream = apply_limit(stream, limit).map(move |b| {
             if let Ok(b) = &b {
                 baseline.record_output(b.num_rows());
@@ -277,6 +321,12 @@ impl ExecutionPlan for FragmentScanExec {
             stream,
         ))))
     }
+}
+
+fn boolean(a: arrow_array::ArrayRef) -> Result<arrow_array::BooleanArray> {
+    arrow_array::cast::AsArray::as_boolean_opt(&a)
+        .cloned()
+        .ok_or_else(|| datafusion::error::DataFusionError::Plan("filter is not boolean".into()))
 }
 
 /// Truncates a stream of batches after `limit` rows.
