@@ -6,90 +6,25 @@
 //! Run: `cargo bench -p fathom-datafusion --bench sql_flat --profile bench-fast`
 //! (`FATHOM_BENCH_ROWS` changes the row count).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::{
-    Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
-};
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use common::{run, schema, table, time_pair};
+
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use fathom_datafusion::{FathomTable, TableOptions};
 use fathom_table::{Dataset, WriteMode, WriteParams};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("k", DataType::Int32, false),
-        Field::new("cat", DataType::Utf8, false),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Microsecond, None),
-            false,
-        ),
-        Field::new("x", DataType::Float64, false),
-        Field::new("text", DataType::Utf8, false),
-    ]))
-}
-
-fn batch(s: &SchemaRef, start: usize, n: usize, rng: &mut StdRng) -> RecordBatch {
-    RecordBatch::try_new(
-        s.clone(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(
-                (start..start + n).map(|i| i as i64),
-            )),
-            Arc::new(Int32Array::from_iter_values(
-                (0..n).map(|_| rng.random_range(0..1000)),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                (0..n).map(|_| format!("cat{:02}", rng.random_range(0..50))),
-            )),
-            Arc::new(TimestampMicrosecondArray::from_iter_values(
-                (start..start + n).map(|i| 1_700_000_000_000_000 + i as i64 * 1_000_000),
-            )),
-            Arc::new(Float64Array::from_iter_values(
-                (0..n).map(|_| rng.random::<f64>()),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                (0..n).map(|i| format!("row {i} of the benchmark table")),
-            )),
-        ],
-    )
-    .unwrap()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-async fn run(ctx: &SessionContext, sql: &str) -> (f64, usize) {
-    let t = Instant::now();
-    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    (
-        t.elapsed().as_secs_f64() * 1e3,
-        batches.iter().map(|b| b.num_rows()).sum(),
-    )
-}
 
 #[tokio::main]
 async fn main() {
-    let rows: usize = std::env::var("FATHOM_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let rows = common::rows();
     let dir = tempfile::tempdir().unwrap();
     let s = schema();
-    let mut rng = StdRng::seed_from_u64(3);
-    let batches: Vec<RecordBatch> = (0..rows)
-        .step_by(50_000)
-        .map(|st| batch(&s, st, 50_000.min(rows - st), &mut rng))
-        .collect();
+    let batches = table(rows);
 
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let t = Instant::now();
@@ -171,12 +106,7 @@ async fn main() {
         let (_, n1) = run(&ctx, &lq).await;
         let (_, n2) = run(&ctx, &pq).await;
         assert_eq!(n1, n2, "{label}: row counts differ");
-        let (mut lt, mut pt) = (vec![], vec![]);
-        for _ in 0..runs {
-            lt.push(run(&ctx, &lq).await.0);
-            pt.push(run(&ctx, &pq).await.0);
-        }
-        let (l, p) = (median(lt), median(pt));
+        let (l, p) = time_pair(&ctx, &lq, &pq, runs).await;
         println!("{label:<32} {l:>10.2} {p:>10.2} {n1:>8} {:>14.3}", l / p);
     }
     println!(

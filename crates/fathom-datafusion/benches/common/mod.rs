@@ -1,0 +1,97 @@
+//! Shared by the SQL benchmarks: the 1,000,000-row benchmark table and timing.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{
+    Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::prelude::SessionContext;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Int32, false),
+        Field::new("cat", DataType::Utf8, false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
+        Field::new("x", DataType::Float64, false),
+        Field::new("text", DataType::Utf8, false),
+    ]))
+}
+
+pub fn batch(s: &SchemaRef, start: usize, n: usize, rng: &mut StdRng) -> RecordBatch {
+    RecordBatch::try_new(
+        s.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(
+                (start..start + n).map(|i| i as i64),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                (0..n).map(|_| rng.random_range(0..1000)),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|_| format!("cat{:02}", rng.random_range(0..50))),
+            )),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(
+                (start..start + n).map(|i| 1_700_000_000_000_000 + i as i64 * 1_000_000),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                (0..n).map(|_| rng.random::<f64>()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("row {i} of the benchmark table")),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+pub async fn run(ctx: &SessionContext, sql: &str) -> (f64, usize) {
+    let t = Instant::now();
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    (
+        t.elapsed().as_secs_f64() * 1e3,
+        batches.iter().map(|b| b.num_rows()).sum(),
+    )
+}
+
+/// The benchmark table as batches of 50,000 rows.
+pub fn table(rows: usize) -> Vec<RecordBatch> {
+    let s = schema();
+    let mut rng = StdRng::seed_from_u64(3);
+    (0..rows)
+        .step_by(50_000)
+        .map(|st| batch(&s, st, 50_000.min(rows - st), &mut rng))
+        .collect()
+}
+
+/// Rows from `FATHOM_BENCH_ROWS`, default 1,000,000.
+pub fn rows() -> usize {
+    std::env::var("FATHOM_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// Medians of `a` and `b` over `runs` alternating runs.
+pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {
+    let (mut ta, mut tb) = (vec![], vec![]);
+    for _ in 0..runs {
+        ta.push(run(ctx, a).await.0);
+        tb.push(run(ctx, b).await.0);
+    }
+    (median(ta), median(tb))
+}

@@ -1,0 +1,243 @@
+//! Scalar index benchmark, ratios measured in one run on a 1,000,000-row
+//! table (local disk, warm cache, medians of alternating runs): each query
+//! via its index against a full scan of the same data (the version before
+//! the indexes existed), against DataFusion over Parquet (page index and
+//! filter pushdown on), and, where pylance is installed, against pylance
+//! on a copy of the same dataset with the same indexes. Index build times
+//! and sizes beside pylance's.
+//!
+//! Run: `cargo bench -p fathom-datafusion --bench sql_index --profile bench-fast`
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::{run, schema, table, time_pair};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use fathom_datafusion::{FathomTable, TableOptions};
+use fathom_index::{IndexKind, create_index};
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+/// (label, SQL with `{}` for the table, pylance filter, pylance columns).
+const QUERIES: [(&str, &str, &str, &str); 6] = [
+    (
+        "point lookup (btree)",
+        "SELECT * FROM {} WHERE id = 123456",
+        "id = 123456",
+        "*",
+    ),
+    (
+        "range of 1,000 ids (btree)",
+        "SELECT * FROM {} WHERE id BETWEEN 500000 AND 500999",
+        "id BETWEEN 500000 AND 500999",
+        "*",
+    ),
+    (
+        "equality, 50-value string (bitmap)",
+        "SELECT id, x FROM {} WHERE cat = 'cat07'",
+        "cat = 'cat07'",
+        "id,x",
+    ),
+    (
+        "IN, 50-value string (bitmap)",
+        "SELECT id, x FROM {} WHERE cat IN ('cat01', 'cat02', 'cat03')",
+        "cat IN ('cat01', 'cat02', 'cat03')",
+        "id,x",
+    ),
+    (
+        "equality AND unindexed column",
+        "SELECT id, text FROM {} WHERE cat = 'cat03' AND k = 7",
+        "cat = 'cat03' AND k = 7",
+        "id,text",
+    ),
+    (
+        "timestamp range (zone map)",
+        "SELECT id FROM {} WHERE ts >= TIMESTAMP '2023-11-15 08:13:20' AND ts < TIMESTAMP '2023-11-15 09:13:20'",
+        "ts >= TIMESTAMP '2023-11-15 08:13:20' AND ts < TIMESTAMP '2023-11-15 09:13:20'",
+        "id",
+    ),
+];
+
+#[tokio::main]
+async fn main() {
+    let rows = common::rows();
+    let dir = tempfile::tempdir().unwrap();
+    let s = schema();
+    let batches = table(rows);
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let base = Dataset::write(&uri, &batches, WriteMode::Create, WriteParams::default())
+        .await
+        .unwrap();
+    let ppath = dir.path().join("t.parquet");
+    {
+        let props = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&ppath).unwrap(),
+            s.clone(),
+            Some(props),
+        )
+        .unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+    }
+    drop(batches);
+
+    // Build the indexes, timing each.
+    let mut ds = base.clone();
+    let mut builds = vec![];
+    for (name, col, kind) in [
+        ("id_idx", "id", IndexKind::BTree),
+        ("cat_idx", "cat", IndexKind::Bitmap),
+        ("ts_idx", "ts", IndexKind::ZoneMap),
+    ] {
+        let t = Instant::now();
+        ds = create_index(&ds, name, col, kind).await.unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let size: u64 = ds
+            .manifest()
+            .indices
+            .iter()
+            .filter(|i| i.name == name)
+            .flat_map(|i| i.files.iter())
+            .map(|f| f.size_bytes)
+            .sum();
+        builds.push((format!("{kind} on {col}"), ms, size));
+    }
+
+    let config = SessionConfig::new()
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+        .set_bool("datafusion.execution.parquet.reorder_filters", true)
+        .set_bool("datafusion.execution.parquet.enable_page_index", true);
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
+        .unwrap();
+    ctx.register_table(
+        "full",
+        Arc::new(FathomTable::pinned(base, TableOptions::default())),
+    )
+    .unwrap();
+    ctx.register_parquet("p", ppath.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+
+    // pylance on a copy, if installed.
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let pylance: Option<serde_like::Report> = if Command::new(&py)
+        .args(["-c", "import lance"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let copy = dir.path().join("py.lance");
+        Command::new("cp")
+            .args(["-r", &uri, copy.to_str().unwrap()])
+            .status()
+            .unwrap();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/interop/pylance_bench.py");
+        let mut cmd = Command::new(&py);
+        cmd.arg(script).arg(&copy);
+        for (_, _, f, c) in QUERIES {
+            cmd.arg(format!("{c}|{f}"));
+        }
+        let out = cmd.output().unwrap();
+        if out.status.success() {
+            Some(serde_like::parse(&String::from_utf8_lossy(&out.stdout)))
+        } else {
+            eprintln!(
+                "pylance benchmark failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            None
+        }
+    } else {
+        None
+    };
+
+    let runs = 9;
+    println!(
+        "scalar index benchmark: {rows} rows, local disk, warm cache, medians of {runs} alternating runs"
+    );
+    println!(
+        "{:<36} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12}",
+        "query", "index ms", "scan ms", "pq ms", "rows", "index/scan", "index/parq", "ours/pylance"
+    );
+    for (i, (label, q, _, _)) in QUERIES.iter().enumerate() {
+        let (tq, fq, pq) = (
+            q.replace("{}", "t"),
+            q.replace("{}", "full"),
+            q.replace("{}", "p"),
+        );
+        let (_, n1) = run(&ctx, &tq).await;
+        let (_, n2) = run(&ctx, &fq).await;
+        let (_, n3) = run(&ctx, &pq).await;
+        assert!(
+            n1 == n2 && n2 == n3,
+            "{label}: row counts differ ({n1}, {n2}, {n3})"
+        );
+        let (it, ft) = time_pair(&ctx, &tq, &fq, runs).await;
+        let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;
+        let vs_py = pylance
+            .as_ref()
+            .and_then(|r| r.queries.get(i).copied())
+            .map_or("n/a".to_string(), |py| format!("{:.3}", it / py));
+        println!(
+            "{label:<36} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12}",
+            it / ft,
+            it / pt
+        );
+    }
+    println!("index builds (ms, bytes):");
+    for (i, (what, ms, size)) in builds.iter().enumerate() {
+        let py = pylance.as_ref().and_then(|r| r.builds.get(i).copied());
+        match py {
+            Some((pms, psize)) => println!(
+                "  {what:<20} ours {ms:>8.0} ms {size:>10} B   pylance {pms:>8.0} ms {psize:>10} B   build ratio {:.3}",
+                ms / pms
+            ),
+            None => println!("  {what:<20} ours {ms:>8.0} ms {size:>10} B   pylance n/a"),
+        }
+    }
+    if let Some(r) = &pylance {
+        println!(
+            "pylance {} (its query times in ms: {:?})",
+            r.version, r.queries
+        );
+    }
+}
+
+/// The pylance script prints `version V`, `build MS BYTES` lines and
+/// `query MS` lines, in order.
+mod serde_like {
+    pub struct Report {
+        pub version: String,
+        pub builds: Vec<(f64, u64)>,
+        pub queries: Vec<f64>,
+    }
+    pub fn parse(s: &str) -> Report {
+        let mut r = Report {
+            version: String::new(),
+            builds: vec![],
+            queries: vec![],
+        };
+        for line in s.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["version", v] => r.version = v.to_string(),
+                ["build", ms, bytes] => r
+                    .builds
+                    .push((ms.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(0))),
+                ["query", ms] => r.queries.push(ms.parse().unwrap_or(f64::NAN)),
+                _ => {}
+            }
+        }
+        r
+    }
+}
