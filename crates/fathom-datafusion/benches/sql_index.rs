@@ -182,6 +182,19 @@ async fn main() {
             n1 == n2 && n2 == n3,
             "{label}: row counts differ ({n1}, {n2}, {n3})"
         );
+        if std::env::var("FATHOM_BENCH_EXPLAIN").is_ok() {
+            let b = ctx
+                .sql(&format!("EXPLAIN ANALYZE {tq}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            println!(
+                "{}",
+                datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap()
+            );
+        }
         let (it, ft) = time_pair(&ctx, &tq, &fq, runs).await;
         let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;
         let vs_py = pylance

@@ -231,7 +231,7 @@ impl Converter<'_> {
                 );
                 // De Morgan: NOT (a AND b) = NOT a OR NOT b.
                 Some(if is_and != negated {
-                    IndexExpr::And(Box::new(a), Box::new(b))
+                    and(a, b)
                 } else {
                     IndexExpr::Or(Box::new(a), Box::new(b))
                 })
@@ -307,4 +307,86 @@ impl Converter<'_> {
             _ => None,
         }
     }
+}
+
+/// `a AND b`, merging two ranges on the same index into one range (so
+/// `x >= 5 AND x <= 9` searches once for `5 <= x <= 9`, not twice for
+/// half-open ranges).
+pub fn and(a: IndexExpr, b: IndexExpr) -> IndexExpr {
+    use std::cmp::Ordering;
+    if let (
+        IndexExpr::Query {
+            index: ia,
+            column,
+            kind,
+            query:
+                ScalarQuery::Range {
+                    lower: la,
+                    upper: ua,
+                },
+        },
+        IndexExpr::Query {
+            index: ib,
+            query:
+                ScalarQuery::Range {
+                    lower: lb,
+                    upper: ub,
+                },
+            ..
+        },
+    ) = (&a, &b)
+        && ia == ib
+    {
+        let cmp = |x: &ArrayRef, y: &ArrayRef| -> Option<Ordering> {
+            let c = datafusion::arrow::array::make_comparator(
+                x.as_ref(),
+                y.as_ref(),
+                Default::default(),
+            )
+            .ok()?;
+            Some(c(0, 0))
+        };
+        // The tighter of two bounds; `greater` picks the larger value (lower bounds).
+        let pick =
+            |x: &Bound<ArrayRef>, y: &Bound<ArrayRef>, greater: bool| -> Option<Bound<ArrayRef>> {
+                Some(match (x, y) {
+                    (Bound::Unbounded, o) | (o, Bound::Unbounded) => o.clone(),
+                    (
+                        Bound::Included(p) | Bound::Excluded(p),
+                        Bound::Included(q) | Bound::Excluded(q),
+                    ) => match cmp(p, q)? {
+                        Ordering::Equal => {
+                            if matches!(x, Bound::Excluded(_)) {
+                                x.clone()
+                            } else {
+                                y.clone()
+                            }
+                        }
+                        Ordering::Greater => {
+                            if greater {
+                                x.clone()
+                            } else {
+                                y.clone()
+                            }
+                        }
+                        Ordering::Less => {
+                            if greater {
+                                y.clone()
+                            } else {
+                                x.clone()
+                            }
+                        }
+                    },
+                })
+            };
+        if let (Some(lower), Some(upper)) = (pick(la, lb, true), pick(ua, ub, false)) {
+            return IndexExpr::Query {
+                index: ia.clone(),
+                column: column.clone(),
+                kind: *kind,
+                query: ScalarQuery::Range { lower, upper },
+            };
+        }
+    }
+    IndexExpr::And(Box::new(a), Box::new(b))
 }

@@ -136,9 +136,12 @@ pub struct IndexPlan {
     /// Fragments every index of `expr` covers (usable segments, current
     /// fragments only): answered by the index branch.
     pub covered: Vec<u64>,
-    /// Whether rows from the index must be rechecked with the full filter
-    /// (an AtMost result, or filters the index cannot answer).
+    /// Whether rows from the index must be rechecked (an AtMost result, or
+    /// filters the index cannot answer).
     pub recheck: bool,
+    /// The filters to recheck with: all of them after an AtMost result,
+    /// only those the index did not answer after an exact one.
+    pub recheck_filters: Vec<datafusion::logical_expr::Expr>,
 }
 
 /// Plans the index branch for `filters` (column references unqualified)
@@ -201,16 +204,16 @@ pub fn plan_index(
         indexes: &by_column,
     };
     let mut expr: Option<IndexExpr> = None;
-    let mut residual = false;
+    let mut residual = Vec::new();
     for f in filters {
         match conv.convert(f, false) {
             Some(e) => {
                 expr = Some(match expr {
                     None => e,
-                    Some(prev) => IndexExpr::And(Box::new(prev), Box::new(e)),
+                    Some(prev) => crate::index_expr::and(prev, e),
                 })
             }
-            None => residual = true,
+            None => residual.push(f.clone()),
         }
     }
     let expr = expr?;
@@ -224,8 +227,10 @@ pub fn plan_index(
     if covered.is_empty() {
         return None;
     }
+    let exact = expr.is_exact();
     Some(IndexPlan {
-        recheck: residual || !expr.is_exact(),
+        recheck: !residual.is_empty() || !exact,
+        recheck_filters: if exact { residual } else { filters.to_vec() },
         expr,
         covered: covered.iter().map(u64::from).collect(),
     })

@@ -357,30 +357,57 @@ impl TableProvider for FathomTable {
         let Some(ip) = index else {
             return Ok(flat.unwrap());
         };
-        // Index branch: search -> exclusion -> take -> [recheck] -> projection.
-        let mut take_cols: BTreeSet<usize> = output.iter().copied().collect();
-        if ip.recheck {
-            take_cols = needed.clone();
-        }
-        let take_read = self.projection_for(&ds, &take_cols)?;
-        let take_schema = take_read.schema(ds.schema());
+        // Index branch: search -> exclusion -> [take + recheck] -> take -> projection.
         let search: Arc<dyn ExecutionPlan> = Arc::new(ScalarIndexExec::new(
             ds.clone(),
             ip.expr.clone(),
             self.index_cache.clone(),
             state.config().batch_size(),
         ));
-        let excluded: Arc<dyn ExecutionPlan> =
+        let mut branch: Arc<dyn ExecutionPlan> =
             Arc::new(ExclusionExec::new(search, ds.clone(), ip.covered.clone()));
+        let mut recheck_cols = BTreeSet::new();
+        for f in &ip.recheck_filters {
+            recheck_cols.extend(self.columns_of(f)?);
+        }
+        // When the output needs only columns the recheck reads, one take suffices.
+        let single_take = ip.recheck && output.iter().all(|c| recheck_cols.contains(c));
+        if ip.recheck && !single_take {
+            // Narrow take of the recheck columns (and addresses), filter, keep
+            // the addresses of the survivors: the last take reads only those.
+            let mut read = self.projection_for(&ds, &recheck_cols)?;
+            read.with_row_addr = true;
+            let schema = read.schema(ds.schema());
+            let predicate = self
+                .physical_filter(state, &ip.recheck_filters, &schema)?
+                .expect("a recheck has a filter");
+            branch = Arc::new(TakeExec::new(branch, ds.clone(), read, None));
+            branch = Arc::new(FilterExec::try_new(predicate, branch)?);
+            let addr = schema.index_of(ROW_ADDR)?;
+            branch = Arc::new(ProjectionExec::try_new(
+                vec![ProjectionExpr {
+                    expr: Arc::new(PhysColumn::new(ROW_ADDR, addr)) as Arc<dyn PhysicalExpr>,
+                    alias: ROW_ADDR.to_string(),
+                }],
+                branch,
+            )?);
+        }
+        let take_cols: BTreeSet<usize> = if single_take {
+            recheck_cols
+        } else {
+            output.iter().copied().collect()
+        };
+        let take_read = self.projection_for(&ds, &take_cols)?;
+        let take_schema = take_read.schema(ds.schema());
         let mut branch: Arc<dyn ExecutionPlan> = Arc::new(TakeExec::new(
-            excluded,
+            branch,
             ds.clone(),
             take_read,
             if ip.recheck { None } else { limit },
         ));
-        if ip.recheck {
+        if single_take {
             let predicate = self
-                .physical_filter(state, filters, &take_schema)?
+                .physical_filter(state, &ip.recheck_filters, &take_schema)?
                 .expect("a recheck has a filter");
             branch = Arc::new(FilterExec::try_new(predicate, branch)?);
         }

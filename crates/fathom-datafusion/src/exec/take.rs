@@ -95,9 +95,13 @@ impl ExecutionPlan for TakeExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut new = (*self).clone();
-        new.input = children[0].clone();
-        Ok(Arc::new(new))
+        // Partitioning follows the new input.
+        Ok(Arc::new(TakeExec::new(
+            children[0].clone(),
+            self.dataset.clone(),
+            self.read.clone(),
+            self.limit,
+        )))
     }
     fn fetch(&self) -> Option<usize> {
         self.limit
