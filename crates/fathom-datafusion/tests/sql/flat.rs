@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use fathom_datafusion::{FathomTable, TableOptions};
@@ -13,31 +12,10 @@ use fathom_table::{Dataset, WriteMode, WriteParams};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
+use super::common::{ids, rows};
+
 fn data(n: usize, seed: u64) -> RecordBatch {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let words = ["ant", "bee", "cat", "dog", "eel"];
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("k", DataType::Int32, true),
-        Field::new("s", DataType::Utf8, true),
-        Field::new("x", DataType::Float64, true),
-    ]));
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from_iter_values(0..n as i64)),
-            Arc::new(Int32Array::from_iter(
-                (0..n).map(|_| rng.random_bool(0.9).then(|| rng.random_range(0..20))),
-            )),
-            Arc::new(StringArray::from_iter((0..n).map(|_| {
-                rng.random_bool(0.85).then(|| words[rng.random_range(0..5)])
-            }))),
-            Arc::new(Float64Array::from_iter((0..n).map(|_| {
-                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
-            }))),
-        ],
-    )
-    .unwrap()
+    rows(0, n, &mut rand::rngs::StdRng::seed_from_u64(seed))
 }
 
 fn predicate() -> impl Strategy<Value = String> {
@@ -95,21 +73,6 @@ async fn setup(seed: u64) -> SessionContext {
     )
     .unwrap();
     ctx
-}
-
-async fn ids(ctx: &SessionContext, sql: &str) -> Vec<i64> {
-    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect()
 }
 
 proptest! {

@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use fathom_datafusion::{FathomTable, TableOptions};
@@ -16,30 +14,7 @@ use fathom_table::{Dataset, WriteMode, WriteParams};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
-fn rows(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
-    let words = ["ant", "bee", "cat", "dog", "eel"];
-    RecordBatch::try_new(
-        Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, false),
-            Field::new("k", DataType::Int32, true),
-            Field::new("s", DataType::Utf8, true),
-            Field::new("x", DataType::Float64, true),
-        ])),
-        vec![
-            Arc::new(Int64Array::from_iter_values(start..start + n as i64)),
-            Arc::new(Int32Array::from_iter(
-                (0..n).map(|_| rng.random_bool(0.9).then(|| rng.random_range(0..20))),
-            )),
-            Arc::new(StringArray::from_iter((0..n).map(|_| {
-                rng.random_bool(0.85).then(|| words[rng.random_range(0..5)])
-            }))),
-            Arc::new(Float64Array::from_iter((0..n).map(|_| {
-                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
-            }))),
-        ],
-    )
-    .unwrap()
-}
+use super::common::{ids, rows};
 
 fn predicate() -> impl Strategy<Value = String> {
     let leaf = prop_oneof![
@@ -156,21 +131,6 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
         };
     }
     ds
-}
-
-async fn ids(ctx: &SessionContext, sql: &str) -> Vec<i64> {
-    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect()
 }
 
 proptest! {

@@ -1,0 +1,51 @@
+//! Shared by the SQL property tests: the random table and result helpers.
+
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+use rand::Rng;
+
+/// Rows `start..start + n`: id, k (0..20, 10% NULL), s (5 words, 15% NULL),
+/// x (-1..1, 10% NULL).
+pub fn rows(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
+    let words = ["ant", "bee", "cat", "dog", "eel"];
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("x", DataType::Float64, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from_iter_values(start..start + n as i64)),
+            Arc::new(Int32Array::from_iter(
+                (0..n).map(|_| rng.random_bool(0.9).then(|| rng.random_range(0..20))),
+            )),
+            Arc::new(StringArray::from_iter((0..n).map(|_| {
+                rng.random_bool(0.85).then(|| words[rng.random_range(0..5)])
+            }))),
+            Arc::new(Float64Array::from_iter((0..n).map(|_| {
+                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
+            }))),
+        ],
+    )
+    .unwrap()
+}
+
+/// The first column (Int64) of a query's result.
+pub async fn ids(ctx: &SessionContext, sql: &str) -> Vec<i64> {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
