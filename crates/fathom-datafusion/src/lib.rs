@@ -21,6 +21,7 @@ pub mod factory;
 pub mod index_expr;
 pub mod planner;
 pub mod provider;
+pub mod pruning;
 pub mod sql;
 pub mod udtf;
 pub mod util;

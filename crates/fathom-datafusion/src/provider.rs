@@ -339,6 +339,22 @@ impl TableProvider for FathomTable {
                 out_schema.clone(),
                 state.config().batch_size(),
             );
+            // Zone pruning with DataFusion's PruningPredicate over the table columns.
+            let physical_cols: BTreeSet<usize> = (0..ds.schema().fields().len()).collect();
+            let only_physical = filters.iter().all(|f| {
+                self.columns_of(f)
+                    .map(|c| c.is_subset(&physical_cols))
+                    .unwrap_or(false)
+            });
+            if only_physical
+                && let Some(f) = self.physical_filter(state, filters, ds.schema())?
+                && let Some(p) =
+                    datafusion::physical_optimizer::pruning::PruningPredicateBuilder::new()
+                        .with_file_schema(ds.schema().clone())
+                        .build(f)
+            {
+                exec = exec.with_pruning(p);
+            }
             // Late materialization when the output needs more than the filter reads.
             let mut filter_cols = BTreeSet::new();
             for f in filters {

@@ -20,6 +20,7 @@ pub mod io;
 pub mod pb;
 pub mod reader;
 pub mod schema;
+pub mod stats;
 pub mod writer;
 
 pub use error::{Error, Result};

@@ -86,6 +86,7 @@ struct Inner {
     nodes: Vec<Node>,
     global_buffers: Vec<Range<u64>>,
     opts: FileReaderOptions,
+    zone_stats: tokio::sync::OnceCell<Option<crate::stats::ZoneStats>>,
 }
 
 /// An open Lance 2.0 file. Cheap to clone.
@@ -349,6 +350,7 @@ impl FileReader {
             nodes,
             global_buffers,
             opts,
+            zone_stats: tokio::sync::OnceCell::new(),
         };
         for n in &inner.nodes {
             inner.check_lengths(n, num_rows)?;
@@ -392,6 +394,31 @@ impl FileReader {
             ))
         })?;
         self.inner.io.read(r).await
+    }
+
+    /// The file's zone statistics, if it was written with them (loaded once).
+    pub async fn zone_stats(&self) -> Result<Option<crate::stats::ZoneStats>> {
+        self.inner
+            .zone_stats
+            .get_or_try_init(|| self.load_zone_stats())
+            .await
+            .cloned()
+    }
+
+    async fn load_zone_stats(&self) -> Result<Option<crate::stats::ZoneStats>> {
+        let md = self.inner.arrow_schema.metadata();
+        let (Some(idx), Some(rows)) = (
+            md.get(crate::stats::STATS_KEY),
+            md.get(crate::stats::ZONE_ROWS_KEY),
+        ) else {
+            return Ok(None);
+        };
+        let path = self.inner.io.path_str();
+        let (Ok(idx), Ok(rows)) = (idx.parse::<usize>(), rows.parse::<u64>()) else {
+            return Err(Error::corrupt(&path, "malformed zone statistics metadata"));
+        };
+        let bytes = self.read_global_buffer(idx).await?;
+        Ok(Some(crate::stats::ZoneStats::decode(&bytes, rows, &path)?))
     }
 
     /// Number of global buffers.

@@ -34,6 +34,9 @@ pub struct FileWriterOptions {
     pub page_size_bytes: usize,
     /// Write low-cardinality string pages as dictionaries (default true).
     pub dictionary: bool,
+    /// Record min/max/null count per zone of this many rows for eligible
+    /// top-level columns (default off; datasets turn it on).
+    pub zone_stats_rows: Option<u64>,
 }
 
 impl Default for FileWriterOptions {
@@ -41,6 +44,7 @@ impl Default for FileWriterOptions {
         Self {
             page_size_bytes: 8 * 1024 * 1024,
             dictionary: true,
+            zone_stats_rows: None,
         }
     }
 }
@@ -327,6 +331,7 @@ pub struct FileWriter {
     opts: FileWriterOptions,
     /// Global buffers after the descriptor (index 1, 2, ...).
     extra_global_buffers: Vec<Vec<u8>>,
+    zone_stats: Option<crate::stats::ZoneStatsBuilder>,
 }
 
 impl FileWriter {
@@ -348,6 +353,9 @@ impl FileWriter {
         opts: FileWriterOptions,
     ) -> Result<Self> {
         let arrow_schema = Arc::new(schema.to_arrow()?);
+        let zone_stats = opts
+            .zone_stats_rows
+            .map(|n| crate::stats::ZoneStatsBuilder::new(&arrow_schema, n));
         let mut next_column = 0;
         let encoders = schema
             .fields
@@ -363,6 +371,7 @@ impl FileWriter {
             arrow_schema,
             encoders,
             rows: 0,
+            zone_stats,
             opts,
             extra_global_buffers: vec![],
         })
@@ -434,6 +443,9 @@ impl FileWriter {
     /// Appends a batch.
     pub async fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check_batch(batch)?;
+        if let Some(z) = &mut self.zone_stats {
+            z.push(batch)?;
+        }
         let mut out = Vec::new();
         for (enc, col) in self.encoders.iter_mut().zip(batch.columns()) {
             enc.push(col, &self.opts, &mut out)?;
@@ -503,6 +515,14 @@ impl FileWriter {
             .collect();
         self.write_pages(empties).await?;
 
+        if let Some(z) = self.zone_stats.take() {
+            let rows = z.rows_per_zone();
+            if let Some(bytes) = z.finish(&self.arrow_schema)? {
+                let idx = self.add_global_buffer(bytes);
+                self.set_metadata(crate::stats::STATS_KEY, idx.to_string());
+                self.set_metadata(crate::stats::ZONE_ROWS_KEY, rows.to_string());
+            }
+        }
         // Global buffer 0: the file descriptor.
         let descriptor = pbf::FileDescriptor {
             schema: Some(self.schema.to_pb()),

@@ -302,6 +302,15 @@ impl FragmentReader {
         })
     }
 
+    /// Zone statistics of the fragment (when it has one data file written
+    /// with them): per zone of physical rows, min / max / nulls per column.
+    pub async fn zone_stats(&self) -> Result<Option<fathom_file::stats::ZoneStats>> {
+        match self.files.as_slice() {
+            [(reader, _)] => Ok(reader.zone_stats().await?),
+            _ => Ok(None),
+        }
+    }
+
     /// Live offsets of the fragment as runs.
     pub fn live_runs(&self) -> Vec<Range<u64>> {
         live_runs(self.fragment.physical_rows, self.deleted.as_deref())

@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 use crate::format::{DataFile, Fragment, FragmentPassthrough};
 use crate::naming::{data_file_path, new_data_file_name};
 
+/// Rows per zone of the statistics written with each data file.
+pub const ZONE_ROWS: u64 = 8192;
+
 /// How new data is written.
 #[derive(Debug, Clone)]
 pub struct WriteParams {
@@ -28,7 +31,10 @@ impl Default for WriteParams {
         Self {
             max_rows_per_file: 1 << 20,
             enable_stable_row_ids: false,
-            file: FileWriterOptions::default(),
+            file: FileWriterOptions {
+                zone_stats_rows: Some(ZONE_ROWS),
+                ..Default::default()
+            },
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct FragmentScanExec {
     /// Late materialization: read these columns first, evaluate this filter
     /// (bound to them), then read the rest only for matching rows.
     prefilter: Option<(Projection, Arc<dyn PhysicalExpr>)>,
+    /// Skips zones whose statistics rule the filter out.
+    pruning: Option<Arc<datafusion::physical_optimizer::pruning::PruningPredicate>>,
     limit: Option<usize>,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
@@ -77,6 +79,7 @@ impl FragmentScanExec {
             output,
             filter,
             prefilter: None,
+            pruning: None,
             limit,
             schema,
             props,
@@ -88,6 +91,15 @@ impl FragmentScanExec {
     /// Enables late materialization with `columns` and `filter` bound to them.
     pub fn with_prefilter(mut self, columns: Projection, filter: Arc<dyn PhysicalExpr>) -> Self {
         self.prefilter = Some((columns, filter));
+        self
+    }
+
+    /// Enables zone pruning with a predicate over the table's columns.
+    pub fn with_pruning(
+        mut self,
+        p: Arc<datafusion::physical_optimizer::pruning::PruningPredicate>,
+    ) -> Self {
+        self.pruning = Some(p);
         self
     }
 
@@ -212,6 +224,9 @@ impl ExecutionPlan for FragmentScanExec {
             ds.fragments().iter().map(|f| (f.id, f.clone())).collect();
 
         let prefilter = self.prefilter.clone();
+        let pruning = self.pruning.clone();
+        let pruned: Count =
+            MetricBuilder::new(&self.metrics).counter("rows_pruned_by_zone_stats", partition);
         let stream = futures::stream::iter(units)
             .then(move |unit| {
                 let ds = ds.clone();
@@ -223,6 +238,8 @@ impl ExecutionPlan for FragmentScanExec {
                 let output = output.clone();
                 let schema = schema.clone();
                 let scanned = scanned.clone();
+                let pruning = pruning.clone();
+                let pruned = pruned.clone();
                 async move {
                     let frag = frag.ok_or_else(|| {
                         datafusion::error::DataFusionError::Internal(format!(
@@ -248,6 +265,17 @@ impl ExecutionPlan for FragmentScanExec {
                             (s < e).then_some(s..e)
                         })
                         .collect();
+                    let runs = match (&pruning, reader.zone_stats().await.map_err(to_df)?) {
+                        (Some(p), Some(stats)) => {
+                            let keep = p.prune(&crate::pruning::Zones(&stats))?;
+                            let kept = crate::pruning::restrict(&runs, &keep, stats.rows_per_zone);
+                            let before: u64 = runs.iter().map(|r| r.end - r.start).sum();
+                            let after: u64 = kept.iter().map(|r| r.end - r.start).sum();
+                            pruned.add((before - after) as usize);
+                            kept
+                        }
+                        _ => runs,
+                    };
                     let chunks = chunk_runs(&runs, batch_size);
                     Ok::<_, datafusion::error::DataFusionError>(futures::stream::iter(chunks).map(
                         move |c| {

@@ -299,3 +299,63 @@ fn global_buffers_and_metadata() {
         assert_eq!(r.read_range(0..2, None).await.unwrap().num_rows(), 2);
     });
 }
+
+/// Zone statistics hold each zone's min, max and null count.
+#[test]
+fn zone_statistics() {
+    runtime().block_on(async {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int64Type, UInt64Type};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new_list("l", Field::new("item", DataType::Int32, true), true),
+        ]));
+        let mut g = Gen::new(21, 0.2);
+        let batches: Vec<RecordBatch> = (0..5).map(|_| g.batch(&schema, 333)).collect();
+        let all = concat(&batches);
+        let store = memory();
+        let opts = FileWriterOptions {
+            zone_stats_rows: Some(100),
+            ..Default::default()
+        };
+        write_file(&store, "z.lance", &batches, opts).await;
+        let r = open(&store, "z.lance").await.unwrap();
+        let z = r.zone_stats().await.unwrap().unwrap();
+        assert_eq!(z.num_zones(), 17);
+        assert!(z.column("l").is_none(), "lists have no statistics");
+        let (mn, mx, nulls) = z.column("a").unwrap();
+        let a = all.column(0).as_primitive::<Int64Type>();
+        for zone in 0..17 {
+            let (s, e) = (zone * 100, ((zone + 1) * 100).min(1665));
+            let vals: Vec<i64> = (s..e)
+                .filter(|i| a.is_valid(*i))
+                .map(|i| a.value(i))
+                .collect();
+            assert_eq!(
+                nulls.as_primitive::<UInt64Type>().value(zone) as usize,
+                (e - s) - vals.len()
+            );
+            assert_eq!(
+                mn.as_primitive::<Int64Type>().value(zone),
+                *vals.iter().min().unwrap()
+            );
+            assert_eq!(
+                mx.as_primitive::<Int64Type>().value(zone),
+                *vals.iter().max().unwrap()
+            );
+        }
+        assert!(z.column("s").is_some());
+        // Files without statistics say so.
+        write_file(&store, "n.lance", &batches, FileWriterOptions::default()).await;
+        assert!(
+            open(&store, "n.lance")
+                .await
+                .unwrap()
+                .zone_stats()
+                .await
+                .unwrap()
+                .is_none()
+        );
+    });
+}
