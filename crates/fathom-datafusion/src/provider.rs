@@ -73,6 +73,8 @@ pub struct TableOptions {
     pub with_row_addr: bool,
     /// Fewest rows a scan partition gets (default 32,768).
     pub min_rows_per_partition: u64,
+    /// Skip zones whose statistics rule the filter out (default true).
+    pub zone_pruning: bool,
 }
 
 impl Default for TableOptions {
@@ -81,6 +83,7 @@ impl Default for TableOptions {
             with_row_id: false,
             with_row_addr: false,
             min_rows_per_partition: MIN_ROWS_PER_PARTITION,
+            zone_pruning: true,
         }
     }
 }
@@ -347,6 +350,7 @@ impl TableProvider for FathomTable {
                     .unwrap_or(false)
             });
             if only_physical
+                && self.options.zone_pruning
                 && let Some(f) = self.physical_filter(state, filters, ds.schema())?
                 && let Some(p) =
                     datafusion::physical_optimizer::pruning::PruningPredicateBuilder::new()

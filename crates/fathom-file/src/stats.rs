@@ -27,22 +27,79 @@ pub fn eligible(dt: &DataType) -> bool {
 
 /// Min / max (1-element arrays, null when no non-null value) of `a`.
 fn min_max(a: &ArrayRef) -> Result<(ArrayRef, ArrayRef)> {
-    let pick = |descending: bool| -> Result<ArrayRef> {
-        let idx = arrow_ord::sort::sort_to_indices(
-            a.as_ref(),
-            Some(SortOptions {
-                descending,
-                nulls_first: false,
-            }),
-            Some(1),
-        )?;
-        Ok(if idx.is_empty() || a.is_null(idx.value(0) as usize) {
-            new_null_array(a.data_type(), 1)
-        } else {
-            a.slice(idx.value(0) as usize, 1)
-        })
-    };
-    Ok((pick(false)?, pick(true)?))
+    use arrow_arith::aggregate::{max, max_string, min, min_string};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    macro_rules! prim {
+        ($t:ty) => {{
+            let p = a.as_primitive::<$t>();
+            let one = |v: Option<<$t as arrow_array::ArrowPrimitiveType>::Native>| -> ArrayRef {
+                Arc::new(
+                    arrow_array::PrimitiveArray::<$t>::from(vec![v])
+                        .with_data_type(a.data_type().clone()),
+                )
+            };
+            (one(min(p)), one(max(p)))
+        }};
+    }
+    let dt = a.data_type();
+    Ok(match dt {
+        DataType::Int8 => prim!(Int8Type),
+        DataType::Int16 => prim!(Int16Type),
+        DataType::Int32 => prim!(Int32Type),
+        DataType::Int64 => prim!(Int64Type),
+        DataType::UInt8 => prim!(UInt8Type),
+        DataType::UInt16 => prim!(UInt16Type),
+        DataType::UInt32 => prim!(UInt32Type),
+        DataType::UInt64 => prim!(UInt64Type),
+        DataType::Float32 => prim!(Float32Type),
+        DataType::Float64 => prim!(Float64Type),
+        DataType::Date32 => prim!(Date32Type),
+        DataType::Date64 => prim!(Date64Type),
+        DataType::Timestamp(arrow_schema::TimeUnit::Second, _) => prim!(TimestampSecondType),
+        DataType::Timestamp(arrow_schema::TimeUnit::Millisecond, _) => {
+            prim!(TimestampMillisecondType)
+        }
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _) => {
+            prim!(TimestampMicrosecondType)
+        }
+        DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, _) => {
+            prim!(TimestampNanosecondType)
+        }
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            (
+                Arc::new(arrow_array::StringArray::from(vec![min_string(s)])) as ArrayRef,
+                Arc::new(arrow_array::StringArray::from(vec![max_string(s)])) as ArrayRef,
+            )
+        }
+        DataType::LargeUtf8 => {
+            let s = a.as_string::<i64>();
+            (
+                Arc::new(arrow_array::LargeStringArray::from(vec![min_string(s)])) as ArrayRef,
+                Arc::new(arrow_array::LargeStringArray::from(vec![max_string(s)])) as ArrayRef,
+            )
+        }
+        _ => {
+            // Other eligible types (times, durations, decimals): by sorting.
+            let pick = |descending: bool| -> Result<ArrayRef> {
+                let idx = arrow_ord::sort::sort_to_indices(
+                    a.as_ref(),
+                    Some(SortOptions {
+                        descending,
+                        nulls_first: false,
+                    }),
+                    Some(1),
+                )?;
+                Ok(if idx.is_empty() || a.is_null(idx.value(0) as usize) {
+                    new_null_array(a.data_type(), 1)
+                } else {
+                    a.slice(idx.value(0) as usize, 1)
+                })
+            };
+            (pick(false)?, pick(true)?)
+        }
+    })
 }
 
 fn better(a: &ArrayRef, b: &ArrayRef, want_less: bool) -> Result<ArrayRef> {
