@@ -119,11 +119,13 @@ async fn main() {
     let ctx = SessionContext::new_with_config(config);
     ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
         .unwrap();
-    ctx.register_table(
-        "full",
-        Arc::new(FathomTable::pinned(base, TableOptions::default())),
-    )
-    .unwrap();
+    // The baseline is a true full scan: no index, no zone pruning.
+    let full = TableOptions {
+        zone_pruning: false,
+        ..Default::default()
+    };
+    ctx.register_table("full", Arc::new(FathomTable::pinned(base, full)))
+        .unwrap();
     ctx.register_parquet("p", ppath.to_str().unwrap(), ParquetReadOptions::default())
         .await
         .unwrap();
