@@ -1,5 +1,8 @@
 //! Object stores by URI: `memory://name` (process-wide, for tests),
-//! `file:///abs/path` and plain paths (local disk).
+//! `file:///abs/path` and plain paths (local disk), and `s3://bucket/path`
+//! configured from the environment (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`,
+//! ...). Commits need conditional put (`If-None-Match`), which S3 has.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,11 +31,19 @@ pub fn store_for_uri(uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
             .clone();
         return Ok((store, Path::from(path)));
     }
+    if let Some(rest) = uri.strip_prefix("s3://") {
+        let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot configure S3 for '{uri}': {e}")))?;
+        return Ok((Arc::new(store), Path::from(path)));
+    }
     let local = if let Some(rest) = uri.strip_prefix("file://") {
         rest.to_string()
     } else if uri.contains("://") {
         return Err(Error::invalid(format!(
-            "unsupported URI scheme in '{uri}' (supported: file://, memory://, plain paths)"
+            "unsupported URI scheme in '{uri}' (supported: file://, s3://, memory://, plain paths)"
         )));
     } else {
         uri.to_string()

@@ -6,6 +6,7 @@ mod concurrency;
 mod crash;
 mod interop;
 mod model;
+mod s3;
 
 use std::sync::Arc;
 
