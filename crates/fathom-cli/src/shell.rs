@@ -46,16 +46,10 @@ pub async fn run_script(
     let mut out = std::io::stdout();
     for stmt in statements {
         let start = Instant::now();
-        let plan = ctx
-            .state()
-            .statement_to_plan(stmt)
+        // Fathom's own statements (CREATE/DROP INDEX) first, then DataFusion.
+        let (_, batches) = fathom_datafusion::sql::run_statement(ctx, stmt)
             .await
             .map_err(|e| e.to_string())?;
-        let df = ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(|e| e.to_string())?;
-        let batches = df.collect().await.map_err(|e| e.to_string())?;
         output::print(&batches, format, &mut out)?;
         if timing {
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();

@@ -202,3 +202,57 @@ fn demo_runs() {
     // Idempotent.
     ok(&fathom(dir.path(), &["demo"]));
 }
+
+#[test]
+fn indexes_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "CREATE TABLE t AS SELECT value AS id, value % 7 AS k FROM generate_series(1, 5000); CREATE INDEX id_idx ON t USING BTREE (id); CREATE INDEX k_idx ON t USING BITMAP (k)",
+        ],
+    ));
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "SHOW INDEXES FROM t", "--format", "csv"],
+    ));
+    assert!(
+        out.contains("id_idx,BTREE,id,1,1,0") && out.contains("k_idx,BITMAP,k,1,1,0"),
+        "{out}"
+    );
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "EXPLAIN SELECT k FROM t WHERE id = 77"],
+    ));
+    assert!(out.contains("ScalarIndexExec: id_idx(id = 77)"), "{out}");
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT k FROM t WHERE id = 77",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(out, "k\n0\n");
+    let out = ok(&fathom(d, &["info", "fathom-data/t.lance"]));
+    assert!(
+        out.contains("id_idx (BTreeIndexDetails) on fields [0]: 1 fragments"),
+        "{out}"
+    );
+    ok(&fathom(d, &["sql", "-c", "DROP INDEX k_idx ON t"]));
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "SHOW INDEXES FROM t", "--format", "csv"],
+    ));
+    assert!(!out.contains("k_idx"), "{out}");
+    let e = err(&fathom(
+        d,
+        &["sql", "-c", "CREATE INDEX bad ON t USING HASH (id)"],
+    ));
+    assert!(e.contains("unknown index type"), "{e}");
+}
