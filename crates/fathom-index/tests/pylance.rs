@@ -1,0 +1,94 @@
+//! The real Lance reads our index segments: pylance lists them with their
+//! types, uses each (its plan names the index) and returns the same rows as
+//! its own full scan. Skipped without pylance unless FATHOM_REQUIRE_PYLANCE=1.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use fathom_index::{IndexKind, create_index};
+use fathom_table::{Dataset, WriteMode, WriteParams};
+
+#[test]
+fn pylance_uses_our_indexes() {
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    if !Command::new(&py)
+        .args(["-c", "import lance"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(
+            std::env::var("FATHOM_REQUIRE_PYLANCE").is_err(),
+            "pylance required"
+        );
+        eprintln!("SKIPPED: pylance not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = 30_000i64;
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("cat", DataType::Utf8, true),
+                Field::new("ts", DataType::Int64, true),
+            ])),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(StringArray::from_iter(
+                    (0..n).map(|i| (i % 11 != 0).then(|| format!("c{}", i % 7))),
+                )),
+                Arc::new(Int64Array::from_iter(
+                    (0..n).map(|i| (i % 13 != 0).then_some(i * 10)),
+                )),
+            ],
+        )
+        .unwrap();
+        let params = WriteParams {
+            max_rows_per_file: 12_000,
+            ..Default::default()
+        };
+        let ds = Dataset::write(&uri, &[batch], WriteMode::Create, params)
+            .await
+            .unwrap();
+        let ds = ds.delete_rows(&[5, 6, 7, (1 << 32) | 100]).await.unwrap();
+        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTree)
+            .await
+            .unwrap();
+        let ds = create_index(&ds, "cat_idx", "cat", IndexKind::Bitmap)
+            .await
+            .unwrap();
+        create_index(&ds, "ts_idx", "ts", IndexKind::ZoneMap)
+            .await
+            .unwrap();
+    });
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/pylance_index.py");
+    let out = Command::new(&py)
+        .arg(script)
+        .arg(&uri)
+        .args([
+            "id_idx|id = 1234",
+            "id_idx|id >= 11990 AND id < 12110",
+            "id_idx|id IN (5, 6, 29999)",
+            "cat_idx|cat = 'c3'",
+            "cat_idx|cat IN ('c1', 'c2')",
+            "cat_idx|cat IS NULL",
+            "ts_idx|ts > 290000",
+            "ts_idx|ts IS NULL",
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "pylance and our indexes disagree:\n{text}"
+    );
+}
