@@ -11,19 +11,16 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{run, schema, table, time_pair};
+use common::{run, table, time_pair};
 
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use fathom_datafusion::{FathomTable, TableOptions};
 use fathom_table::{Dataset, WriteMode, WriteParams};
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 #[tokio::main]
 async fn main() {
     let rows = common::rows();
     let dir = tempfile::tempdir().unwrap();
-    let s = schema();
     let batches = table(rows);
 
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
@@ -34,21 +31,7 @@ async fn main() {
     let lance_write = t.elapsed().as_secs_f64() * 1e3;
     let ppath = dir.path().join("t.parquet");
     let t = Instant::now();
-    {
-        let props = WriterProperties::builder()
-            .set_statistics_enabled(EnabledStatistics::Page)
-            .build();
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(&ppath).unwrap(),
-            s.clone(),
-            Some(props),
-        )
-        .unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
-    }
+    common::write_parquet(&ppath, &batches);
     let parquet_write = t.elapsed().as_secs_f64() * 1e3;
     drop(batches);
 

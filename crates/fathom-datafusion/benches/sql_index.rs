@@ -14,13 +14,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{run, schema, table, time_pair};
+use common::{run, table, time_pair};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use fathom_datafusion::{FathomTable, TableOptions};
 use fathom_index::{IndexKind, create_index};
 use fathom_table::{Dataset, WriteMode, WriteParams};
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 /// (label, SQL with `{}` for the table, pylance filter, pylance columns).
 const QUERIES: [(&str, &str, &str, &str); 6] = [
@@ -66,28 +64,13 @@ const QUERIES: [(&str, &str, &str, &str); 6] = [
 async fn main() {
     let rows = common::rows();
     let dir = tempfile::tempdir().unwrap();
-    let s = schema();
     let batches = table(rows);
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let base = Dataset::write(&uri, &batches, WriteMode::Create, WriteParams::default())
         .await
         .unwrap();
     let ppath = dir.path().join("t.parquet");
-    {
-        let props = WriterProperties::builder()
-            .set_statistics_enabled(EnabledStatistics::Page)
-            .build();
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(&ppath).unwrap(),
-            s.clone(),
-            Some(props),
-        )
-        .unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
-    }
+    common::write_parquet(&ppath, &batches);
     drop(batches);
 
     // Build the indexes, timing each.

@@ -15,7 +15,7 @@ use roaring::RoaringTreemap;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
-use crate::io::{SegmentDir, open};
+use crate::io::{SegmentDir, read_all};
 use crate::pages::sort_indices;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
@@ -70,8 +70,7 @@ pub async fn search(
     let loaded = match cache.get::<Loaded>(&key) {
         Some(l) => l,
         None => {
-            let r = open(store, root, meta, LOOKUP).await?;
-            let b = r.read_range(0..r.num_rows(), None).await?;
+            let (_, b) = read_all(store, root, meta, LOOKUP).await?;
             let l = Arc::new(Loaded {
                 keys: b.column(0).clone(),
                 bitmaps: b.column(1).as_binary::<i32>().clone(),

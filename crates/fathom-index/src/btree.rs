@@ -16,7 +16,7 @@ use roaring::RoaringTreemap;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
-use crate::io::{SegmentDir, open};
+use crate::io::{SegmentDir, open, read_all};
 use crate::pages::{may_match, sort_indices};
 use crate::query::{ScalarQuery, SearchResult};
 
@@ -102,8 +102,7 @@ pub async fn search(
     let lookup = match cache.get::<Lookup>(&key) {
         Some(l) => l,
         None => {
-            let r = open(store, root, meta, PAGE_LOOKUP).await?;
-            let b = r.read_range(0..r.num_rows(), None).await?;
+            let (r, b) = read_all(store, root, meta, PAGE_LOOKUP).await?;
             let batch_size = r
                 .schema()
                 .metadata()

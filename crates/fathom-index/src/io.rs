@@ -85,3 +85,16 @@ pub async fn open(
             e => e.into(),
         })
 }
+
+/// Opens file `name` of a segment and reads all its rows (small files:
+/// lookups, bitmaps, zone maps).
+pub async fn read_all(
+    store: &Arc<dyn ObjectStore>,
+    root: &Path,
+    meta: &IndexMetadata,
+    name: &str,
+) -> Result<(FileReader, RecordBatch)> {
+    let r = open(store, root, meta, name).await?;
+    let b = r.read_range(0..r.num_rows(), None).await?;
+    Ok((r, b))
+}

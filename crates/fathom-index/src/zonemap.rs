@@ -17,7 +17,7 @@ use roaring::RoaringTreemap;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
-use crate::io::{SegmentDir, open};
+use crate::io::{SegmentDir, read_all};
 use crate::pages::{may_match, sort_indices};
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
@@ -128,8 +128,7 @@ pub async fn search(
     let z = match cache.get::<Loaded>(&key) {
         Some(z) => z,
         None => {
-            let r = open(store, root, meta, FILE).await?;
-            let b = r.read_range(0..r.num_rows(), None).await?;
+            let (r, b) = read_all(store, root, meta, FILE).await?;
             let null_rows = rowaddr_map::deserialize(&r.read_global_buffer(1).await?, &meta.name)?;
             let u64s = |i: usize| b.column(i).as_primitive::<UInt64Type>().values().to_vec();
             let z = Arc::new(Loaded {

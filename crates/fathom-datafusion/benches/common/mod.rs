@@ -95,3 +95,18 @@ pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (
     }
     (median(ta), median(tb))
 }
+
+/// Writes `batches` as one Parquet file with page statistics (the page index).
+pub fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::{EnabledStatistics, WriterProperties};
+    let props = WriterProperties::builder()
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, batches[0].schema(), Some(props)).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
