@@ -1,6 +1,6 @@
 //! Flat-path SQL benchmark: filter queries on a 1,000,000-row dataset
 //! against DataFusion over the same data in Parquet (page index and filter
-//! pushdown on). Ratios measured in one run, medians of alternating runs,
+//! pushdown on). Ratios measured in one run, medians of alternating blocks of runs,
 //! local disk, warm cache.
 //!
 //! Run: `cargo bench -p fathom-datafusion --bench sql_flat --profile bench-fast`
@@ -76,9 +76,9 @@ async fn main() {
             "SELECT count(*) FROM {} WHERE x > 0.5 AND text LIKE '%9 of%'",
         ),
     ];
-    let runs = 7;
+    let runs = 5;
     println!(
-        "flat-path SQL benchmark: {rows} rows, local disk, warm cache, median of {runs} alternating runs"
+        "flat-path SQL benchmark: {rows} rows, local disk, warm cache, medians of 3 alternating blocks of {runs} runs"
     );
     println!(
         "{:<32} {:>10} {:>10} {:>8} {:>14}",

@@ -1,5 +1,5 @@
 //! Scalar index benchmark, ratios measured in one run on a 1,000,000-row
-//! table (local disk, warm cache, medians of alternating runs): each query
+//! table (local disk, warm cache, medians of alternating blocks of runs): each query
 //! via its index against a full scan of the same data (the version before
 //! the indexes existed), against DataFusion over Parquet (page index and
 //! filter pushdown on), and, where pylance is installed, against pylance
@@ -146,9 +146,9 @@ async fn main() {
         None
     };
 
-    let runs = 9;
+    let runs = 5;
     println!(
-        "scalar index benchmark: {rows} rows, local disk, warm cache, medians of {runs} alternating runs"
+        "scalar index benchmark: {rows} rows, local disk, warm cache, medians of 3 alternating blocks of {runs} runs"
     );
     println!(
         "{:<36} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12}",

@@ -14,6 +14,7 @@ pub mod dataset;
 pub mod deletion;
 pub mod error;
 pub mod format;
+pub mod localfs;
 pub mod manifest_io;
 pub mod naming;
 pub mod pb;

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
@@ -52,5 +51,5 @@ pub fn store_for_uri(uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
         std::path::absolute(&local).map_err(|e| Error::invalid(format!("path '{local}': {e}")))?;
     let root = Path::from_absolute_path(&abs)
         .map_err(|e| Error::invalid(format!("path '{local}': {e}")))?;
-    Ok((Arc::new(LocalFileSystem::new()), root))
+    Ok((Arc::new(crate::localfs::LocalStore::new()), root))
 }

@@ -1,0 +1,254 @@
+//! Local disk with small reads done in place.
+//!
+//! object_store's `LocalFileSystem` hands every read to tokio's blocking
+//! pool: a thread hand-off or two per request, which costs far more than
+//! reading a few KiB from the page cache. An index lookup or a take is a
+//! handful of small reads, so that hand-off dominated point queries. This
+//! wrapper reads ranges of at most [`INLINE_READ_BYTES`] in total on the
+//! calling thread with positioned reads, and lists small directories in
+//! place (the latest-version check of every query); everything else goes
+//! to `LocalFileSystem`, whose error conventions the in-place paths keep.
+
+use std::fmt;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+/// Reads up to this many bytes (all ranges of one request) inline.
+pub const INLINE_READ_BYTES: u64 = 1024 * 1024;
+
+/// `LocalFileSystem` with in-place small reads.
+#[derive(Debug, Default)]
+pub struct LocalStore {
+    inner: LocalFileSystem,
+}
+
+impl LocalStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl fmt::Display for LocalStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LocalStore({})", self.inner)
+    }
+}
+
+fn io_error(e: std::io::Error, path: &std::path::Path) -> object_store::Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        object_store::Error::NotFound {
+            path: path.display().to_string(),
+            source: Box::new(e),
+        }
+    } else {
+        object_store::Error::Generic {
+            store: "LocalStore",
+            source: Box::new(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+}
+
+fn read_inline(path: &std::path::Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(e, path))?;
+    ranges
+        .iter()
+        .map(|r| {
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            file.read_exact_at(&mut buf, r.start).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    object_store::Error::Generic {
+                        store: "LocalStore",
+                        source: format!(
+                            "{}: range {}..{} is past the end of the file",
+                            path.display(),
+                            r.start,
+                            r.end
+                        )
+                        .into(),
+                    }
+                } else {
+                    io_error(e, path)
+                }
+            })?;
+            Ok(Bytes::from(buf))
+        })
+        .collect()
+}
+
+/// One directory level, as `LocalFileSystem::list_with_delimiter` gives it
+/// (symlinks followed; multipart staging files `name#123` skipped); `None`
+/// when an entry needs its slower, more general handling.
+fn list_inline(prefix: &Path, dir: &std::path::Path) -> Option<Result<ListResult>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(Ok(ListResult {
+                common_prefixes: vec![],
+                objects: vec![],
+            }));
+        }
+        Err(_) => return None,
+    };
+    let mut common_prefixes = std::collections::BTreeSet::new();
+    let mut objects = Vec::new();
+    for entry in entries {
+        let entry = entry.ok()?;
+        let name = entry.file_name().into_string().ok()?;
+        let part = object_store::path::PathPart::parse(&name).ok()?;
+        let location = prefix.clone().join(part);
+        let meta = match std::fs::metadata(entry.path()) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        if meta.is_dir() {
+            common_prefixes.insert(location);
+            continue;
+        }
+        if name
+            .split_once('#')
+            .is_some_and(|(_, s)| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        let modified = meta.modified().ok()?;
+        let micros = modified
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        objects.push(ObjectMeta {
+            location,
+            last_modified: modified.into(),
+            size: meta.len(),
+            e_tag: Some(format!("{inode:x}-{micros:x}-{:x}", meta.len())),
+            version: None,
+        });
+    }
+    Some(Ok(ListResult {
+        common_prefixes: common_prefixes.into_iter().collect(),
+        objects,
+    }))
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        if total > INLINE_READ_BYTES || ranges.iter().any(|r| r.start > r.end) {
+            return self.inner.get_ranges(location, ranges).await;
+        }
+        let path = self.inner.path_to_filesystem(location)?;
+        read_inline(&path, ranges)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let prefix = prefix.cloned().unwrap_or_default();
+        let dir = self.inner.path_to_filesystem(&prefix)?;
+        match list_inline(&prefix, &dir) {
+            Some(r) => r,
+            // Anything unusual (odd names, races): LocalFileSystem's own way.
+            None => self.inner.list_with_delimiter(Some(&prefix)).await,
+        }
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+
+    #[tokio::test]
+    async fn reads_match_local_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::from_absolute_path(dir.path()).unwrap();
+        let store = LocalStore::new();
+        let p = root.clone().join("f.bin");
+        let data: Vec<u8> = (0..1_500_000u32).map(|i| (i % 251) as u8).collect();
+        store.put(&p, data.clone().into()).await.unwrap();
+        let ranges = [0..10u64, 5..17, 100_000..100_001, 199_990..200_000, 7..7];
+        let got = store.get_ranges(&p, &ranges).await.unwrap();
+        for (r, b) in ranges.iter().zip(&got) {
+            assert_eq!(&b[..], &data[r.start as usize..r.end as usize]);
+        }
+        // Large requests take LocalFileSystem's path and agree.
+        let big = store.get_ranges(&p, &[0..1_500_000]).await.unwrap();
+        assert_eq!(&big[0][..], &data[..]);
+        assert!(store.get_ranges(&p, &[1_499_999..1_500_001]).await.is_err());
+        // Listing agrees with LocalFileSystem's.
+        store.put(&root.clone().join("d/x"), vec![1u8].into()).await.unwrap();
+        let ours = store.list_with_delimiter(Some(&root)).await.unwrap();
+        let theirs = LocalFileSystem::new()
+            .list_with_delimiter(Some(&root))
+            .await
+            .unwrap();
+        assert_eq!(ours.common_prefixes, theirs.common_prefixes);
+        assert_eq!(ours.objects, theirs.objects);
+        let missing = root.clone().join("nope.bin");
+        assert!(matches!(
+            store.get_ranges(&missing, &[0..1]).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
+    }
+}
