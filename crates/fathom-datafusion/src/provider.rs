@@ -29,7 +29,6 @@ use crate::exec::take::TakeExec;
 use crate::planner::{MIN_ROWS_PER_PARTITION, plan_flat, plan_index};
 use datafusion::physical_expr::expressions::Column as PhysColumn;
 use datafusion::physical_expr::projection::ProjectionExpr;
-use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 
@@ -393,24 +392,20 @@ impl TableProvider for FathomTable {
         // When the output needs only columns the recheck reads, one take suffices.
         let single_take = ip.recheck && output.iter().all(|c| recheck_cols.contains(c));
         if ip.recheck && !single_take {
-            // Narrow take of the recheck columns (and addresses), filter, keep
-            // the addresses of the survivors: the last take reads only those.
+            // Narrow take of the recheck columns (and addresses), rechecked in
+            // place, keeping the addresses of the survivors: the last take
+            // reads only those.
             let mut read = self.projection_for(&ds, &recheck_cols)?;
             read.with_row_addr = true;
             let schema = read.schema(ds.schema());
             let predicate = self
                 .physical_filter(state, &ip.recheck_filters, &schema)?
                 .expect("a recheck has a filter");
-            branch = Arc::new(TakeExec::new(branch, ds.clone(), read, None));
-            branch = Arc::new(FilterExec::try_new(predicate, branch)?);
             let addr = schema.index_of(ROW_ADDR)?;
-            branch = Arc::new(ProjectionExec::try_new(
-                vec![ProjectionExpr {
-                    expr: Arc::new(PhysColumn::new(ROW_ADDR, addr)) as Arc<dyn PhysicalExpr>,
-                    alias: ROW_ADDR.to_string(),
-                }],
-                branch,
-            )?);
+            branch = Arc::new(
+                TakeExec::new(branch, ds.clone(), read, None)
+                    .with_recheck(predicate, Some(vec![addr]))?,
+            );
         }
         let take_cols: BTreeSet<usize> = if single_take {
             recheck_cols
@@ -419,18 +414,19 @@ impl TableProvider for FathomTable {
         };
         let take_read = self.projection_for(&ds, &take_cols)?;
         let take_schema = take_read.schema(ds.schema());
-        let mut branch: Arc<dyn ExecutionPlan> = Arc::new(TakeExec::new(
+        let mut take = TakeExec::new(
             branch,
             ds.clone(),
             take_read,
             if ip.recheck { None } else { limit },
-        ));
+        );
         if single_take {
             let predicate = self
                 .physical_filter(state, &ip.recheck_filters, &take_schema)?
                 .expect("a recheck has a filter");
-            branch = Arc::new(FilterExec::try_new(predicate, branch)?);
+            take = take.with_recheck(predicate, None)?;
         }
+        let branch: Arc<dyn ExecutionPlan> = Arc::new(take);
         let order: Vec<usize> = take_cols.iter().copied().collect();
         let exprs: Vec<ProjectionExpr> = output
             .iter()

@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arrow_buffer::MutableBuffer;
 use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -50,11 +51,10 @@ impl FileIo {
         self.path.to_string()
     }
 
-    /// Reads `ranges` (any order, may overlap); returns one `Bytes` per range.
-    pub async fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        if ranges.is_empty() {
-            return Ok(vec![]);
-        }
+    /// Checks `ranges` against the file, and merges the non-empty ones
+    /// (in start order) into requests: (order of the non-empty ranges,
+    /// merged requests).
+    fn coalesce(&self, ranges: &[Range<u64>]) -> Result<(Vec<usize>, Vec<Range<u64>>)> {
         for r in ranges {
             if r.start > r.end || r.end > self.size {
                 return Err(Error::corrupt(
@@ -70,10 +70,9 @@ impl FileIo {
         let mut order: Vec<usize> = (0..ranges.len())
             .filter(|&i| ranges[i].start < ranges[i].end)
             .collect();
-        if order.is_empty() {
-            return Ok(vec![Bytes::new(); ranges.len()]);
+        if !ranges.is_sorted_by_key(|r| (r.start, r.end)) {
+            order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
         }
-        order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
         let mut merged: Vec<Range<u64>> = Vec::new();
         for &i in &order {
             let r = &ranges[i];
@@ -84,9 +83,13 @@ impl FileIo {
                 _ => merged.push(r.clone()),
             }
         }
+        Ok((order, merged))
+    }
+
+    async fn fetch(&self, merged: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let fetched = self
             .store
-            .get_ranges(&self.path, &merged)
+            .get_ranges(&self.path, merged)
             .await
             .map_err(|source| Error::Io {
                 path: self.path_str(),
@@ -99,6 +102,16 @@ impl FileIo {
             merged.iter().map(|r| r.end - r.start).sum::<u64>(),
             Ordering::Relaxed,
         );
+        Ok(fetched)
+    }
+
+    /// Reads `ranges` (any order, may overlap); returns one `Bytes` per range.
+    pub async fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let (order, merged) = self.coalesce(ranges)?;
+        if merged.is_empty() {
+            return Ok(vec![Bytes::new(); ranges.len()]);
+        }
+        let fetched = self.fetch(&merged).await?;
         let mut out = vec![Bytes::new(); ranges.len()];
         let mut m = 0;
         for &i in &order {
@@ -108,6 +121,42 @@ impl FileIo {
             }
             let base = merged[m].start;
             out[i] = fetched[m].slice((r.start - base) as usize..(r.end - base) as usize);
+        }
+        Ok(out)
+    }
+
+    /// Reads `ranges` and returns their bytes concatenated in the order
+    /// given: one allocation and no handle per range, for gathering many
+    /// small runs (a take of scattered fixed-width values).
+    pub async fn read_concat(&self, ranges: &[Range<u64>]) -> Result<MutableBuffer> {
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        let (order, merged) = self.coalesce(ranges)?;
+        let mut out = MutableBuffer::with_capacity(total as usize);
+        if merged.is_empty() {
+            return Ok(out);
+        }
+        let fetched = self.fetch(&merged).await?;
+        if ranges.is_sorted_by_key(|r| (r.start, r.end)) {
+            let mut m = 0;
+            for &i in &order {
+                let r = &ranges[i];
+                while merged[m].end < r.end {
+                    m += 1;
+                }
+                let base = merged[m].start;
+                out.extend_from_slice(
+                    &fetched[m][(r.start - base) as usize..(r.end - base) as usize],
+                );
+            }
+        } else {
+            // Out of order: find each range's request by binary search.
+            for r in ranges.iter().filter(|r| r.start < r.end) {
+                let m = merged.partition_point(|q| q.end < r.end);
+                let base = merged[m].start;
+                out.extend_from_slice(
+                    &fetched[m][(r.start - base) as usize..(r.end - base) as usize],
+                );
+            }
         }
         Ok(out)
     }

@@ -29,8 +29,8 @@ use prost::Message;
 use crate::encoding::BufferTable;
 use crate::encoding::Enc;
 use crate::encoding::decode::{
-    Ctx, OffsetRun, apply_dictionary, build_binary, decode_fixed, decode_u64s, fixed_ranges,
-    interpret_offsets, offset_runs, sel_len,
+    Ctx, OffsetRun, apply_dictionary, build_binary, byte_width, decode_fixed, decode_u64s,
+    fixed_ranges, interpret_offsets, offset_runs, sel_len,
 };
 use crate::error::{Error, Result};
 use crate::format::{FOOTER_LEN, Footer, TAIL_READ};
@@ -121,6 +121,19 @@ fn merge_runs(mut runs: Vec<Range<u64>>) -> Vec<Range<u64>> {
         }
     }
     out
+}
+
+/// The values of a page without nulls: the page itself, or the values of
+/// a nullable page that has none. `None` for anything else.
+fn plain(enc: &Enc) -> Option<&Enc> {
+    match enc {
+        Enc::Nullable {
+            validity: None,
+            values,
+        } => Some(values),
+        Enc::Nullable { .. } => None,
+        e => Some(e),
+    }
 }
 
 /// Sorted, de-duplicated row indices as runs of consecutive rows.
@@ -820,6 +833,31 @@ impl Inner {
         let info = &self.columns[column];
         let parts = self.split(column, sel);
         let page_rows = |p: usize| info.starts[p + 1] - info.starts[p];
+
+        // Many runs of plain fixed-width values (a take of scattered rows):
+        // gather their bytes straight into one buffer.
+        if let Some(w) = byte_width(dt).filter(|_| *dt != DataType::Boolean)
+            && parts.iter().map(|(_, s)| s.len()).sum::<usize>() > 1
+            && parts.iter().all(|(p, _)| {
+                matches!(plain(&info.pages[*p]), Some(Enc::Flat { bits, .. }) if *bits == w * 8)
+            })
+        {
+            let mut ranges = Vec::with_capacity(sel.len());
+            for (p, s) in &parts {
+                fixed_ranges(plain(&info.pages[*p]).unwrap(), s, &ctx, &mut ranges)?;
+            }
+            let buf = self.io.read_concat(&ranges).await?;
+            let n = sel_len(sel) as usize;
+            if buf.len() != n * w as usize {
+                return Err(ctx.corrupt("flat buffer size does not match its rows"));
+            }
+            return Ok(make_array(
+                arrow_data::ArrayData::builder(dt.clone())
+                    .len(n)
+                    .add_buffer(buf.into())
+                    .build()?,
+            ));
+        }
 
         // Step 1: fixed data, string offsets (or whole small string pages), dictionaries.
         let mut ranges = Vec::new();

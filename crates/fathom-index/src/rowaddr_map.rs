@@ -34,9 +34,9 @@ pub fn deserialize(bytes: &[u8], what: &str) -> Result<RoaringTreemap> {
     };
     let n = u32_at(0)? as usize;
     let mut pos = 4;
-    let mut out = RoaringTreemap::new();
+    let mut parts: Vec<(u32, RoaringBitmap)> = Vec::with_capacity(n);
     for _ in 0..n {
-        let frag = u32_at(pos)? as u64;
+        let frag = u32_at(pos)?;
         let len = u32_at(pos + 4)? as usize;
         pos += 8;
         if len == 0 {
@@ -47,11 +47,18 @@ pub fn deserialize(bytes: &[u8], what: &str) -> Result<RoaringTreemap> {
         )
         .map_err(|e| bad(&e.to_string()))?;
         pos += len;
-        for v in bm {
-            out.insert((frag << 32) | v as u64);
+        parts.push((frag, bm));
+    }
+    // Whole bitmaps per fragment, merged where a fragment repeats.
+    parts.sort_by_key(|(f, _)| *f);
+    let mut merged: Vec<(u32, RoaringBitmap)> = Vec::with_capacity(parts.len());
+    for (f, bm) in parts {
+        match merged.last_mut() {
+            Some((g, acc)) if *g == f => *acc |= bm,
+            _ => merged.push((f, bm)),
         }
     }
-    Ok(out)
+    Ok(RoaringTreemap::from_bitmaps(merged))
 }
 
 #[cfg(test)]
@@ -62,5 +69,21 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(super::deserialize(&super::serialize(&m), "t").unwrap(), m);
+    }
+
+    #[test]
+    fn repeated_fragments_merge() {
+        let one = |f: u32, v: u32| {
+            let m: roaring::RoaringTreemap = [((f as u64) << 32) | v as u64].into_iter().collect();
+            super::serialize(&m)
+        };
+        // Two entries for fragment 2, written out of order around fragment 1.
+        let (a, b, c) = (one(2, 9), one(1, 4), one(2, 3));
+        let mut bytes = 3u32.to_le_bytes().to_vec();
+        for part in [&a, &b, &c] {
+            bytes.extend_from_slice(&part[4..]);
+        }
+        let got: Vec<u64> = super::deserialize(&bytes, "t").unwrap().iter().collect();
+        assert_eq!(got, vec![(1 << 32) | 4, (2 << 32) | 3, (2 << 32) | 9]);
     }
 }

@@ -1,4 +1,4 @@
-//! Local disk with small reads done in place.
+//! Local disk with small reads done in place, and Lance files mapped.
 //!
 //! object_store's `LocalFileSystem` hands every read to tokio's blocking
 //! pool: a thread hand-off or two per request, which costs far more than
@@ -8,10 +8,23 @@
 //! calling thread with positioned reads, and lists small directories in
 //! place (the latest-version check of every query); everything else goes
 //! to `LocalFileSystem`, whose error conventions the in-place paths keep.
+//!
+//! Lance data and index files (`*.lance`) are memory-mapped instead: a
+//! read is then a slice of the page cache, with no copy and no system
+//! call, and a take of scattered rows touches only the cache lines it
+//! needs rather than copying whole coalesced ranges. These files are
+//! immutable once written (their names are unique); each read still checks
+//! the file's inode, size and modification time and maps it again if any
+//! changed, so a file replaced or removed is seen as such. (A foreign
+//! process truncating a file in place while it is being read would fault
+//! the reader, as with any memory-mapped reader.)
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -26,15 +39,96 @@ use object_store::{
 /// Reads up to this many bytes (all ranges of one request) inline.
 pub const INLINE_READ_BYTES: u64 = 1024 * 1024;
 
-/// `LocalFileSystem` with in-place small reads.
+/// Most files mapped at once (a mapping holds no file descriptor).
+const MAX_MAPPED: usize = 4096;
+
+#[derive(Debug)]
+struct Mapped {
+    ino: u64,
+    len: u64,
+    mtime: Option<std::time::SystemTime>,
+    map: Arc<memmap2::Mmap>,
+}
+
+/// `LocalFileSystem` with in-place small reads and mapped Lance files.
 #[derive(Debug, Default)]
 pub struct LocalStore {
     inner: LocalFileSystem,
+    maps: Mutex<HashMap<PathBuf, Mapped>>,
+}
+
+/// A slice of a mapping, owned by the `Bytes` handed out.
+struct MapSlice {
+    map: Arc<memmap2::Mmap>,
+    range: Range<usize>,
+}
+
+impl AsRef<[u8]> for MapSlice {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
 }
 
 impl LocalStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The current mapping of `path` (`None` for an empty file).
+    fn mapping(&self, path: &std::path::Path) -> Result<Option<Arc<memmap2::Mmap>>> {
+        let meta = std::fs::metadata(path).map_err(|e| io_error(e, path))?;
+        let (ino, len, mtime) = (
+            std::os::unix::fs::MetadataExt::ino(&meta),
+            meta.len(),
+            meta.modified().ok(),
+        );
+        if len == 0 {
+            return Ok(None);
+        }
+        if let Some(m) = self.maps.lock().unwrap().get(path)
+            && m.ino == ino
+            && m.len == len
+            && m.mtime == mtime
+        {
+            return Ok(Some(m.map.clone()));
+        }
+        let file = std::fs::File::open(path).map_err(|e| io_error(e, path))?;
+        // SAFETY: Lance data and index files are never modified once
+        // written; replacement or removal gives a new inode (checked above).
+        let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(e, path))?);
+        if map.len() as u64 != len {
+            return Err(io_error(
+                std::io::Error::other("the file changed while it was being mapped"),
+                path,
+            ));
+        }
+        let mut maps = self.maps.lock().unwrap();
+        if maps.len() >= MAX_MAPPED {
+            maps.clear();
+        }
+        maps.insert(
+            path.to_path_buf(),
+            Mapped {
+                ino,
+                len,
+                mtime,
+                map: map.clone(),
+            },
+        );
+        Ok(Some(map))
+    }
+}
+
+fn past_end(path: &std::path::Path, r: &Range<u64>) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "LocalStore",
+        source: format!(
+            "{}: range {}..{} is past the end of the file",
+            path.display(),
+            r.start,
+            r.end
+        )
+        .into(),
     }
 }
 
@@ -69,16 +163,7 @@ fn read_inline(path: &std::path::Path, ranges: &[Range<u64>]) -> Result<Vec<Byte
             let mut buf = vec![0u8; (r.end - r.start) as usize];
             file.read_exact_at(&mut buf, r.start).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    object_store::Error::Generic {
-                        store: "LocalStore",
-                        source: format!(
-                            "{}: range {}..{} is past the end of the file",
-                            path.display(),
-                            r.start,
-                            r.end
-                        )
-                        .into(),
-                    }
+                    past_end(path, r)
                 } else {
                     io_error(e, path)
                 }
@@ -168,8 +253,29 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if ranges.iter().any(|r| r.start > r.end) {
+            return self.inner.get_ranges(location, ranges).await;
+        }
+        if location.extension() == Some("lance") {
+            let path = self.inner.path_to_filesystem(location)?;
+            let Some(map) = self.mapping(&path)? else {
+                return read_inline(&path, ranges);
+            };
+            return ranges
+                .iter()
+                .map(|r| {
+                    if r.end > map.len() as u64 {
+                        return Err(past_end(&path, r));
+                    }
+                    Ok(Bytes::from_owner(MapSlice {
+                        map: map.clone(),
+                        range: r.start as usize..r.end as usize,
+                    }))
+                })
+                .collect();
+        }
         let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
-        if total > INLINE_READ_BYTES || ranges.iter().any(|r| r.start > r.end) {
+        if total > INLINE_READ_BYTES {
             return self.inner.get_ranges(location, ranges).await;
         }
         let path = self.inner.path_to_filesystem(location)?;
@@ -236,8 +342,34 @@ mod tests {
         let big = store.get_ranges(&p, &[0..1_500_000]).await.unwrap();
         assert_eq!(&big[0][..], &data[..]);
         assert!(store.get_ranges(&p, &[1_499_999..1_500_001]).await.is_err());
+        // Lance files are mapped: same bytes, and a replaced file is seen.
+        let lp = root.clone().join("f.lance");
+        store.put(&lp, data.clone().into()).await.unwrap();
+        let got = store.get_ranges(&lp, &ranges).await.unwrap();
+        for (r, b) in ranges.iter().zip(&got) {
+            assert_eq!(&b[..], &data[r.start as usize..r.end as usize]);
+        }
+        assert!(
+            store
+                .get_ranges(&lp, &[1_499_999..1_500_001])
+                .await
+                .is_err()
+        );
+        store.put(&lp, vec![7u8; 10].into()).await.unwrap();
+        let again = store.get_ranges(&lp, &[0..10]).await.unwrap();
+        assert_eq!(&again[0][..], &[7u8; 10]);
+        // Bytes handed out earlier stay valid.
+        assert_eq!(&got[0][..], &data[0..10]);
+        store.delete(&lp).await.unwrap();
+        assert!(matches!(
+            store.get_ranges(&lp, &[0..1]).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
         // Listing agrees with LocalFileSystem's.
-        store.put(&root.clone().join("d/x"), vec![1u8].into()).await.unwrap();
+        store
+            .put(&root.clone().join("d/x"), vec![1u8].into())
+            .await
+            .unwrap();
         let ours = store.list_with_delimiter(Some(&root)).await.unwrap();
         let theirs = LocalFileSystem::new()
             .list_with_delimiter(Some(&root))

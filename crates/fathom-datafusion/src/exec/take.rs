@@ -1,6 +1,10 @@
 //! `TakeExec`: materializes rows at the row addresses of its input (sorted
 //! by address): per fragment, only the pages and byte ranges those rows
 //! need. With an empty projection (`count(*)`) it reads no data at all.
+//! It can recheck a filter on the rows it took and keep only some of the
+//! columns (the addresses of the survivors, for a narrow first take):
+//! done in place, this needs no separate filter node, and no repartition
+//! in front of one.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,7 +23,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use fathom_table::scan::{FragmentReader, Projection, Rows};
 use fathom_table::{Dataset, Fragment};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tokio::sync::Mutex;
 
 use super::common::{single_partition, with_partitions};
@@ -30,8 +34,14 @@ pub struct TakeExec {
     input: Arc<dyn ExecutionPlan>,
     dataset: Dataset,
     read: Projection,
+    /// The read columns (before `keep`).
+    read_schema: SchemaRef,
     schema: SchemaRef,
     limit: Option<usize>,
+    /// Rechecked on every taken batch (against `read_schema`).
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Columns of `read_schema` to output (all when `None`).
+    keep: Option<Vec<usize>>,
     props: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -49,22 +59,47 @@ impl TakeExec {
             input,
             dataset,
             read,
+            read_schema: schema.clone(),
             schema,
             limit,
+            filter: None,
+            keep: None,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// Rechecks `filter` (over the read columns) on the taken rows, then
+    /// outputs only columns `keep` of them, if given. No limit applies
+    /// to the addresses then.
+    pub fn with_recheck(
+        mut self,
+        filter: Arc<dyn PhysicalExpr>,
+        keep: Option<Vec<usize>>,
+    ) -> Result<Self> {
+        if let Some(k) = &keep {
+            self.schema = Arc::new(self.read_schema.project(k)?);
+            self.props = with_partitions(single_partition(self.schema.clone()), &self.input);
+        }
+        self.filter = Some(filter);
+        self.keep = keep;
+        self.limit = None;
+        Ok(self)
     }
 }
 
 impl DisplayAs for TakeExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let cols: Vec<String> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        write!(f, "TakeExec: projection=[{}]", cols.join(", "))?;
+        let names = |s: &SchemaRef| -> String {
+            let v: Vec<String> = s.fields().iter().map(|f| f.name().clone()).collect();
+            v.join(", ")
+        };
+        write!(f, "TakeExec: projection=[{}]", names(&self.read_schema))?;
+        if let Some(p) = &self.filter {
+            write!(f, ", recheck={p}")?;
+        }
+        if self.keep.is_some() {
+            write!(f, ", output=[{}]", names(&self.schema))?;
+        }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
@@ -87,26 +122,31 @@ impl ExecutionPlan for TakeExec {
     }
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
+        match &self.filter {
+            Some(p) => f(p),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
     }
     fn with_new_children(
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         // Partitioning follows the new input.
-        Ok(Arc::new(TakeExec::new(
-            children[0].clone(),
-            self.dataset.clone(),
-            self.read.clone(),
-            self.limit,
-        )))
+        let mut new = self.as_ref().clone();
+        new.props = with_partitions(single_partition(self.schema.clone()), &children[0]);
+        new.input = children[0].clone();
+        Ok(Arc::new(new))
     }
     fn fetch(&self) -> Option<usize> {
         self.limit
     }
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        // A limit on addresses would cut rows the recheck may drop.
+        if self.filter.is_some() {
+            return None;
+        }
         let mut new = self.clone();
         new.limit = limit;
         Some(Arc::new(new))
@@ -122,23 +162,32 @@ impl ExecutionPlan for TakeExec {
         let input = self.input.execute(partition, ctx)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let taken = MetricBuilder::new(&self.metrics).counter("rows_taken", partition);
+        let removed =
+            MetricBuilder::new(&self.metrics).counter("rows_removed_by_recheck", partition);
         let ds = self.dataset.clone();
         let read = Arc::new(self.read.clone());
-        let schema = self.schema.clone();
+        let schema = self.read_schema.clone();
+        let filter = self.filter.clone();
+        let keep = self.keep.clone();
         let frags: Arc<HashMap<u64, Fragment>> =
             Arc::new(ds.fragments().iter().map(|f| (f.id, f.clone())).collect());
         let readers: Arc<Mutex<HashMap<u64, Arc<FragmentReader>>>> = Arc::default();
         let empty_projection = read.fields.is_empty() && !read.with_row_id && !read.with_row_addr;
-        let mut left = self.limit.unwrap_or(usize::MAX);
+        let limit = self.limit.unwrap_or(usize::MAX);
         let stream = input
-            .map(move |b| {
-                // Apply the limit to addresses before any data is read.
-                let b = b?;
-                let n = b.num_rows().min(left);
-                left -= n;
-                Ok::<_, DataFusionError>(b.slice(0, n))
+            // Apply the limit to addresses before any data is read; the
+            // input ends once it is reached (an empty batch does not end it).
+            .scan(limit, |left, b| {
+                if *left == 0 {
+                    return futures::future::ready(None);
+                }
+                futures::future::ready(Some(b.map(|b| {
+                    let n = b.num_rows().min(*left);
+                    *left -= n;
+                    b.slice(0, n)
+                })))
             })
-            .take_while(|b| futures::future::ready(!matches!(b, Ok(b) if b.num_rows() == 0)))
+            .try_filter(|b| futures::future::ready(b.num_rows() > 0))
             .then(move |batch| {
                 let ds = ds.clone();
                 let read = read.clone();
@@ -146,6 +195,9 @@ impl ExecutionPlan for TakeExec {
                 let frags = frags.clone();
                 let readers = readers.clone();
                 let taken = taken.clone();
+                let removed = removed.clone();
+                let filter = filter.clone();
+                let keep = keep.clone();
                 async move {
                     let batch = batch?;
                     let a = batch
@@ -200,9 +252,30 @@ impl ExecutionPlan for TakeExec {
                         );
                         i = j;
                     }
-                    Ok(arrow_select::concat::concat_batches(&schema, &parts)?)
+                    let mut out = if parts.len() == 1 {
+                        parts.pop().unwrap()
+                    } else {
+                        arrow_select::concat::concat_batches(&schema, &parts)?
+                    };
+                    if let Some(p) = &filter {
+                        let mask = p.evaluate(&out)?.into_array(out.num_rows())?;
+                        let mask = mask
+                            .as_any()
+                            .downcast_ref::<arrow_array::BooleanArray>()
+                            .ok_or_else(|| {
+                                DataFusionError::Internal("recheck is not a predicate".into())
+                            })?;
+                        let before = out.num_rows();
+                        out = arrow_select::filter::filter_record_batch(&out, mask)?;
+                        removed.add(before - out.num_rows());
+                    }
+                    if let Some(k) = &keep {
+                        out = out.project(k)?;
+                    }
+                    Ok(out)
                 }
             })
+            .try_filter(|b| futures::future::ready(b.num_rows() > 0))
             .map(move |b| {
                 if let Ok(b) = &b {
                     baseline.record_output(b.num_rows());
