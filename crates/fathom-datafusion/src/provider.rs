@@ -323,9 +323,9 @@ impl TableProvider for FathomTable {
                 .collect(),
             None => ds.fragments().to_vec(),
         };
-        let flat_filter = self.physical_filter(state, filters, &read_schema)?;
         let flat: Option<Arc<dyn ExecutionPlan>> = if index.is_none() || !flat_fragments.is_empty()
         {
+            let flat_filter = self.physical_filter(state, filters, &read_schema)?;
             let plan = plan_flat(
                 &flat_fragments,
                 state.config().target_partitions(),

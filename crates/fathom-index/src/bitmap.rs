@@ -22,29 +22,81 @@ use crate::rowaddr_map;
 
 pub const LOOKUP: &str = "bitmap_page_lookup.lance";
 
+/// Groups rows by value: (a row holding each distinct value, the row
+/// addresses of its rows), distinct values in ascending order, null first.
+fn group(values: &ArrayRef, ids: &UInt64Array) -> Result<(UInt32Array, Vec<RoaringTreemap>)> {
+    // Strings (the usual bitmap column) are grouped by hashing: linear,
+    // where sorting a million strings first is not.
+    fn hashed<'a>(
+        keys: impl Iterator<Item = Option<&'a str>>,
+        ids: &UInt64Array,
+    ) -> (Vec<u32>, Vec<Vec<u64>>) {
+        let mut slot: std::collections::HashMap<Option<&str>, usize> = Default::default();
+        let (mut firsts, mut rows): (Vec<u32>, Vec<Vec<u64>>) = (vec![], vec![]);
+        for (i, k) in keys.enumerate() {
+            let g = *slot.entry(k).or_insert_with(|| {
+                firsts.push(i as u32);
+                rows.push(Vec::new());
+                firsts.len() - 1
+            });
+            rows[g].push(ids.value(i));
+        }
+        (firsts, rows)
+    }
+    let grouped = match values.data_type() {
+        DataType::Utf8 => Some(hashed(values.as_string::<i32>().iter(), ids)),
+        DataType::LargeUtf8 => Some(hashed(values.as_string::<i64>().iter(), ids)),
+        _ => None,
+    };
+    if let Some((firsts, rows)) = grouped {
+        let firsts = UInt32Array::from(firsts);
+        let reps = arrow_select::take::take(values.as_ref(), &firsts, None)?;
+        let order = sort_indices(reps.as_ref())?;
+        let mut maps = Vec::with_capacity(rows.len());
+        let mut rows: Vec<Option<Vec<u64>>> = rows.into_iter().map(Some).collect();
+        for &g in order.values() {
+            let mut r = rows[g as usize].take().unwrap_or_default();
+            if !r.is_sorted() {
+                r.sort_unstable();
+            }
+            maps.push(
+                RoaringTreemap::from_sorted_iter(r).expect("addresses were sorted just above"),
+            );
+        }
+        let firsts = arrow_select::take::take(&firsts, &order, None)?;
+        return Ok((
+            firsts
+                .as_primitive::<arrow_array::types::UInt32Type>()
+                .clone(),
+            maps,
+        ));
+    }
+    // Anything else: sort, then cut the sorted run at each new value.
+    let order = sort_indices(values.as_ref())?;
+    let sorted = arrow_select::take::take(values.as_ref(), &order, None)?;
+    let cmp = make_comparator(sorted.as_ref(), sorted.as_ref(), SortOptions::default())?;
+    let mut firsts: Vec<u32> = Vec::new();
+    let mut maps: Vec<RoaringTreemap> = Vec::new();
+    let mut last: Option<usize> = None;
+    for (i, &row) in order.values().iter().enumerate() {
+        if last.is_none_or(|l| cmp(l, i) != std::cmp::Ordering::Equal) {
+            last = Some(i);
+            firsts.push(row);
+            maps.push(RoaringTreemap::new());
+        }
+        maps.last_mut().unwrap().insert(ids.value(row as usize));
+    }
+    Ok((UInt32Array::from(firsts), maps))
+}
+
 /// Writes a bitmap index over `values` at row addresses `ids`.
 pub async fn build(
     dir: &SegmentDir,
     values: &ArrayRef,
     ids: &UInt64Array,
 ) -> Result<Vec<IndexFile>> {
-    let order = sort_indices(values.as_ref())?;
-    let sorted = arrow_select::take::take(values.as_ref(), &order, None)?;
-    let cmp = make_comparator(sorted.as_ref(), sorted.as_ref(), SortOptions::default())?;
-    let mut keys: Vec<u32> = Vec::new();
-    let mut maps: Vec<RoaringTreemap> = Vec::new();
-    for (i, &row) in order.values().iter().enumerate() {
-        let new = match keys.last() {
-            None => true,
-            Some(&k) => cmp(k as usize, i) != std::cmp::Ordering::Equal,
-        };
-        if new {
-            keys.push(i as u32);
-            maps.push(RoaringTreemap::new());
-        }
-        maps.last_mut().unwrap().insert(ids.value(row as usize));
-    }
-    let key_values = arrow_select::take::take(sorted.as_ref(), &UInt32Array::from(keys), None)?;
+    let (firsts, maps) = group(values, ids)?;
+    let key_values = arrow_select::take::take(values.as_ref(), &firsts, None)?;
     let bitmaps = BinaryArray::from_iter_values(maps.iter().map(rowaddr_map::serialize));
     let schema = Arc::new(Schema::new(vec![
         Field::new("keys", values.data_type().clone(), true),
@@ -87,4 +139,56 @@ pub async fn search(
         }
     }
     Ok(SearchResult::Exact(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int32Array, StringArray};
+
+    /// Hashing (strings) and sorting (other types) group alike: distinct
+    /// values ascending, null first, each with its rows.
+    #[test]
+    fn grouping_matches_brute_force() {
+        let strs: Vec<Option<&str>> = (0..500)
+            .map(|i| (i % 7 != 3).then_some(["b", "a", "c", "ab", ""][i % 5]))
+            .collect();
+        let ints: Vec<Option<i32>> = (0..500)
+            .map(|i| (i % 7 != 3).then_some([5, -1, 9, 0, 5][i % 5]))
+            .collect();
+        let ids = UInt64Array::from_iter_values((0..500u64).map(|i| (i / 200) << 32 | i % 200));
+        for values in [
+            Arc::new(StringArray::from(strs)) as ArrayRef,
+            Arc::new(Int32Array::from(ints)) as ArrayRef,
+        ] {
+            let (firsts, maps) = group(&values, &ids).unwrap();
+            let keys = arrow_select::take::take(values.as_ref(), &firsts, None).unwrap();
+            assert_eq!(keys.null_count(), 1);
+            assert!(keys.is_null(0), "null first");
+            let cmp =
+                make_comparator(keys.as_ref(), keys.as_ref(), SortOptions::default()).unwrap();
+            for k in 1..keys.len() {
+                assert_eq!(
+                    cmp(k - 1, k),
+                    std::cmp::Ordering::Less,
+                    "ascending, distinct"
+                );
+            }
+            let vcmp =
+                make_comparator(values.as_ref(), keys.as_ref(), SortOptions::default()).unwrap();
+            for (k, m) in maps.iter().enumerate() {
+                let want: Vec<u64> = (0..values.len())
+                    .filter(|&i| {
+                        if keys.is_null(k) {
+                            values.is_null(i)
+                        } else {
+                            values.is_valid(i) && vcmp(i, k) == std::cmp::Ordering::Equal
+                        }
+                    })
+                    .map(|i| ids.value(i))
+                    .collect();
+                assert_eq!(m.iter().collect::<Vec<_>>(), want);
+            }
+        }
+    }
 }
