@@ -9,7 +9,8 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array, UInt64Array};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_ord::ord::make_comparator;
+use arrow_schema::{DataType, Field, Schema, SortOptions};
 use fathom_table::format::{IndexFile, IndexMetadata};
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -18,7 +19,7 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
-use crate::pages::{may_match, sort_indices};
+use crate::pages::may_match;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
 
@@ -32,8 +33,8 @@ pub async fn build(
     ids: &UInt64Array,
 ) -> Result<Vec<IndexFile>> {
     let mut nulls = RoaringTreemap::new();
-    // Group rows by (fragment, zone).
-    let mut zones: Vec<(u64, u64, Vec<u32>)> = Vec::new();
+    // Group rows by (fragment, zone): consecutive rows of `values`.
+    let mut zones: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
     let mut last_offset: Vec<u64> = Vec::new();
     for i in 0..ids.len() {
         let a = ids.value(i);
@@ -41,11 +42,11 @@ pub async fn build(
         let zone = off / ROWS_PER_ZONE;
         match zones.last_mut() {
             Some((f, z, rows)) if *f == frag && *z == zone => {
-                rows.push(i as u32);
+                rows.end = i + 1;
                 *last_offset.last_mut().unwrap() = off;
             }
             _ => {
-                zones.push((frag, zone, vec![i as u32]));
+                zones.push((frag, zone, i..i + 1));
                 last_offset.push(off);
             }
         }
@@ -55,19 +56,26 @@ pub async fn build(
     }
     let (mut min_idx, mut max_idx) = (Vec::new(), Vec::new());
     let (mut null_count, mut frag_ids, mut starts, mut lengths) = (vec![], vec![], vec![], vec![]);
+    let cmp = make_comparator(values.as_ref(), values.as_ref(), SortOptions::default())?;
     for ((frag, zone, rows), last) in zones.iter().zip(&last_offset) {
-        let idx = UInt32Array::from(rows.clone());
-        let zv = arrow_select::take::take(values.as_ref(), &idx, None)?;
-        let order = sort_indices(zv.as_ref())?;
-        let nc = zv.null_count();
-        if nc < rows.len() {
-            min_idx.push(Some(rows[order.value(nc) as usize]));
-            max_idx.push(Some(rows[order.value(rows.len() - 1) as usize]));
-        } else {
-            min_idx.push(None);
-            max_idx.push(None);
+        // One pass for the zone's smallest and largest non-null values.
+        let (mut lo, mut hi): (Option<usize>, Option<usize>) = (None, None);
+        let mut nc = 0u32;
+        for i in rows.clone() {
+            if values.is_null(i) {
+                nc += 1;
+                continue;
+            }
+            if lo.is_none_or(|l| cmp(i, l).is_lt()) {
+                lo = Some(i);
+            }
+            if hi.is_none_or(|h| cmp(i, h).is_gt()) {
+                hi = Some(i);
+            }
         }
-        null_count.push(nc as u32);
+        min_idx.push(lo.map(|i| i as u32));
+        max_idx.push(hi.map(|i| i as u32));
+        null_count.push(nc);
         frag_ids.push(*frag);
         starts.push(zone * ROWS_PER_ZONE);
         // Rows after the zone's last live row were deleted before the build.
