@@ -33,7 +33,7 @@ pub async fn run_script(
     format: Format,
     timing: bool,
 ) -> Result<(), String> {
-    if sql.trim().to_ascii_lowercase().starts_with("show index") {
+    if fathom_datafusion::sql::special(sql).is_some() {
         for (_, batches) in fathom_datafusion::sql::run_sql(ctx, sql)
             .await
             .map_err(|e| e.to_string())?

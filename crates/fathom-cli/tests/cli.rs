@@ -250,6 +250,16 @@ fn indexes_from_the_cli() {
         &["sql", "-c", "SHOW INDEXES FROM t", "--format", "csv"],
     ));
     assert!(!out.contains("k_idx"), "{out}");
+    // REINDEX after an append: one segment covering both fragments.
+    ok(&fathom(d, &["sql", "-c", "INSERT INTO t VALUES (9001, 1)"]));
+    ok(&fathom(d, &["sql", "-c", "REINDEX id_idx ON t"]));
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "SHOW INDEXES FROM t", "--format", "csv"],
+    ));
+    assert!(out.contains("id_idx,BTREE,id,1,2,0"), "{out}");
+    let e = err(&fathom(d, &["sql", "-c", "REINDEX nope ON t"]));
+    assert!(e.contains("no index named 'nope'"), "{e}");
     let e = err(&fathom(
         d,
         &["sql", "-c", "CREATE INDEX bad ON t USING HASH (id)"],

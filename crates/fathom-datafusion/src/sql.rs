@@ -4,7 +4,8 @@
 //! CREATE INDEX name ON t [USING BTREE | BITMAP | ZONEMAP] (column);
 //! CREATE INDEX IF NOT EXISTS name ON t ...;   -- extends an existing index to new fragments
 //! DROP INDEX name ON t;
-//! SHOW INDEXES FROM t;                       -- via the fathom_indexes('t') table function
+//! REINDEX [INDEX] name ON t;                 -- rebuilds: one new segment over every fragment
+//! SHOW INDEXES FROM t;
 //! ```
 //! Everything else goes to DataFusion unchanged.
 
@@ -16,7 +17,9 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType, ObjectType, Statement};
-use fathom_index::{IndexKind, create_index, drop_index, extend_index, list_indexes};
+use fathom_index::{
+    IndexKind, create_index, drop_index, extend_index, list_indexes, rebuild_index,
+};
 
 use crate::provider::FathomTable;
 
@@ -165,30 +168,70 @@ pub async fn indexes_batch(ctx: &SessionContext, table: &str) -> Result<RecordBa
 /// A statement's result: its schema (empty for DDL) and rows.
 pub type Output = (arrow_schema::SchemaRef, Vec<RecordBatch>);
 
-/// `SHOW INDEXES FROM t` (or `ON t`), which sqlparser does not know.
-fn show_indexes(sql: &str) -> Option<String> {
+/// Whole-text statements sqlparser does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Special {
+    /// `SHOW INDEXES FROM t` (or `SHOW INDEX ON t`).
+    ShowIndexes { table: String },
+    /// `REINDEX [INDEX] name ON t`.
+    Reindex { index: String, table: String },
+}
+
+/// Recognizes Fathom's whole-text statements.
+pub fn special(sql: &str) -> Option<Special> {
     let words: Vec<&str> = sql
         .trim()
         .trim_end_matches(';')
         .split_whitespace()
         .collect();
+    let is = |w: &str, k: &str| w.eq_ignore_ascii_case(k);
     match words.as_slice() {
         [show, idx, from, table]
-            if show.eq_ignore_ascii_case("show")
-                && (idx.eq_ignore_ascii_case("indexes") || idx.eq_ignore_ascii_case("index"))
-                && (from.eq_ignore_ascii_case("from") || from.eq_ignore_ascii_case("on")) =>
+            if is(show, "show")
+                && (is(idx, "indexes") || is(idx, "index"))
+                && (is(from, "from") || is(from, "on")) =>
         {
-            Some(table.to_string())
+            Some(Special::ShowIndexes {
+                table: table.to_string(),
+            })
+        }
+        [re, name, on, table] | [re, _, name, on, table]
+            if is(re, "reindex") && is(on, "on") && (words.len() == 4 || is(words[1], "index")) =>
+        {
+            Some(Special::Reindex {
+                index: name.to_string(),
+                table: table.to_string(),
+            })
         }
         _ => None,
     }
 }
 
+async fn run_special(ctx: &SessionContext, s: Special) -> Result<Output> {
+    match s {
+        Special::ShowIndexes { table } => {
+            let b = indexes_batch(ctx, &table).await?;
+            Ok((b.schema(), vec![b]))
+        }
+        Special::Reindex { index, table } => {
+            let provider = fathom_table(ctx, &table).await?;
+            let t = provider.downcast_ref::<FathomTable>().unwrap();
+            if t.is_pinned() {
+                return Err(DataFusionError::Plan(format!(
+                    "table '{table}' is pinned to an old version; indexes need the latest"
+                )));
+            }
+            let ds = t.latest().await?;
+            t.set_dataset(rebuild_index(&ds, &index).await.map_err(idx_err)?);
+            Ok((Arc::new(Schema::empty()), vec![]))
+        }
+    }
+}
+
 /// Runs every statement of `sql`; returns each statement's result.
 pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<Output>> {
-    if let Some(table) = show_indexes(sql) {
-        let b = indexes_batch(ctx, &table).await?;
-        return Ok(vec![(b.schema(), vec![b])]);
+    if let Some(s) = special(sql) {
+        return Ok(vec![run_special(ctx, s).await?]);
     }
     let mut out = Vec::new();
     for stmt in DFParser::parse_sql(sql)? {
