@@ -151,8 +151,16 @@ async fn main() {
         "scalar index benchmark: {rows} rows, local disk, warm cache, medians of 3 alternating blocks of {runs} runs"
     );
     println!(
-        "{:<36} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12}",
-        "query", "index ms", "scan ms", "pq ms", "rows", "index/scan", "index/parq", "ours/pylance"
+        "{:<36} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12} {:>10}",
+        "query",
+        "index ms",
+        "scan ms",
+        "pq ms",
+        "rows",
+        "index/scan",
+        "index/parq",
+        "ours/pylance",
+        "exec only"
     );
     for (i, (label, q, _, _)) in QUERIES.iter().enumerate() {
         let (tq, fq, pq) = (
@@ -182,16 +190,22 @@ async fn main() {
         }
         let (it, ft) = time_pair(&ctx, &tq, &fq, runs).await;
         let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;
+        // Execution alone (plans made once): index path over full scan.
+        let (ie, fe) = common::time_pair_exec(&ctx, &tq, &fq, runs).await;
         let vs_py = pylance
             .as_ref()
             .and_then(|r| r.queries.get(i).copied())
             .map_or("n/a".to_string(), |py| format!("{:.3}", it / py));
         println!(
-            "{label:<36} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12}",
+            "{label:<36} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3}",
             it / ft,
-            it / pt
+            it / pt,
+            ie / fe
         );
     }
+    println!(
+        "(exec only: index/scan ratio of executing plans made once, SQL parsing and planning left out)"
+    );
     println!("index builds (ms, bytes):");
     for (i, (what, ms, size)) in builds.iter().enumerate() {
         let py = pylance.as_ref().and_then(|r| r.builds.get(i).copied());

@@ -104,6 +104,44 @@ pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (
     (median(ta), median(tb))
 }
 
+/// Medians of executing the physical plans of `a` and `b` (planned once):
+/// execution alone, without SQL parsing and planning. Same blocks as
+/// [`time_pair`].
+pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {
+    let pa = ctx
+        .sql(a)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let pb = ctx
+        .sql(b)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let exec = |p: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| async move {
+        let t = Instant::now();
+        let b = datafusion::physical_plan::collect(p, ctx.task_ctx())
+            .await
+            .unwrap();
+        std::hint::black_box(b);
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut ta, mut tb) = (vec![], vec![]);
+    for _ in 0..3 {
+        for _ in 0..runs {
+            ta.push(exec(pa.clone()).await);
+        }
+        for _ in 0..runs {
+            tb.push(exec(pb.clone()).await);
+        }
+    }
+    (median(ta), median(tb))
+}
+
 /// Writes `batches` as one Parquet file with page statistics (the page index).
 pub fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
     use parquet::arrow::ArrowWriter;
