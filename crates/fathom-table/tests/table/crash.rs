@@ -148,3 +148,38 @@ fn v1_manifest_names_are_read() {
         assert!(ds.store().head(&v3).await.is_ok());
     });
 }
+
+/// A data file truncated on local disk after it was read (and mapped):
+/// the next read is an error naming the file, not a crash.
+#[test]
+fn truncated_local_data_file_is_an_error() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+        let ds = Dataset::write(
+            &uri,
+            &[rows(0..20_000)],
+            WriteMode::Create,
+            WriteParams::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ds.scan().collect().await.unwrap().num_rows(), 20_000);
+        let name = ds.fragments()[0].files[0].path.clone();
+        let file = dir.path().join("t.lance").join("data").join(&name);
+        let len = std::fs::metadata(&file).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        let e = ds.scan().collect().await.unwrap_err().to_string();
+        assert!(e.contains(&name), "{e}");
+        let e = match Dataset::open(&uri).await {
+            Ok(again) => again.scan().collect().await.unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(&name), "{e}");
+    });
+}
