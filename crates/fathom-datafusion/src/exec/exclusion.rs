@@ -123,6 +123,8 @@ impl ExecutionPlan for ExclusionExec {
             let excluded = excluded.clone();
             let baseline = baseline.clone();
             async move {
+                let elapsed = baseline.elapsed_compute().clone();
+                let _timer = elapsed.timer();
                 let batch = batch?;
                 let a = batch
                     .column(0)

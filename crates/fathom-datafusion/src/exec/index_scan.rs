@@ -148,10 +148,13 @@ impl ExecutionPlan for ScalarIndexExec {
         let cache = self.cache.clone();
         let bs = self.batch_size;
         let schema: SchemaRef = addr_schema();
+        let elapsed = baseline.elapsed_compute().clone();
         let fut = async move {
+            let timer = elapsed.timer();
             let rows = eval(&ds, &cache, &expr).await?;
             matched.add(rows.len() as usize);
             let batches = addr_batches(rows.iter(), bs);
+            timer.done();
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         };
         let stream = futures::stream::once(fut)

@@ -161,6 +161,8 @@ impl ExecutionPlan for TakeExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, ctx)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
+        // Time spent taking (reads included: they are mostly page-cache copies).
+        let elapsed = baseline.elapsed_compute().clone();
         let taken = MetricBuilder::new(&self.metrics).counter("rows_taken", partition);
         let removed =
             MetricBuilder::new(&self.metrics).counter("rows_removed_by_recheck", partition);
@@ -198,7 +200,9 @@ impl ExecutionPlan for TakeExec {
                 let removed = removed.clone();
                 let filter = filter.clone();
                 let keep = keep.clone();
+                let elapsed = elapsed.clone();
                 async move {
+                    let _timer = elapsed.timer();
                     let batch = batch?;
                     let a = batch
                         .column(0)
