@@ -156,7 +156,7 @@ mod tests {
         let ints: Vec<Option<i32>> = (0..500)
             .map(|i| (i % 7 != 3).then_some([5, -1, 9, 0, 5][i % 5]))
             .collect();
-        let ids = UInt64Array::from_iter_values((0..500u64).map(|i| (i / 200) << 32 | i % 200));
+        let ids = UInt64Array::from_iter_values((0..500u64).map(|i| ((i / 200) << 32) | (i % 200)));
         for values in [
             Arc::new(StringArray::from(strs)) as ArrayRef,
             Arc::new(Int32Array::from(ints)) as ArrayRef,
