@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -54,7 +55,7 @@ struct Mapped {
 #[derive(Debug, Default)]
 pub struct LocalStore {
     inner: LocalFileSystem,
-    maps: Mutex<HashMap<PathBuf, Mapped>>,
+    maps: Arc<Mutex<HashMap<PathBuf, Mapped>>>,
 }
 
 /// A slice of a mapping, owned by the `Bytes` handed out.
@@ -76,7 +77,14 @@ impl LocalStore {
 
     /// The current mapping of `path` (`None` for an empty file).
     fn mapping(&self, path: &std::path::Path) -> Result<Option<Arc<memmap2::Mmap>>> {
-        let meta = std::fs::metadata(path).map_err(|e| io_error(e, path))?;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                // Gone: let its pages go too.
+                self.maps.lock().unwrap().remove(path);
+                return Err(io_error(e, path));
+            }
+        };
         let (ino, len, mtime) = (
             std::os::unix::fs::MetadataExt::ino(&meta),
             meta.len(),
@@ -286,6 +294,19 @@ impl ObjectStore for LocalStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
+        // Unmap what is deleted, so its disk space is freed.
+        let maps = self.maps.clone();
+        let inner = self.inner.clone();
+        let locations = locations
+            .map(move |p| {
+                if let Ok(p) = &p
+                    && let Ok(fs) = inner.path_to_filesystem(p)
+                {
+                    maps.lock().unwrap().remove(&fs);
+                }
+                p
+            })
+            .boxed();
         self.inner.delete_stream(locations)
     }
 
@@ -361,6 +382,7 @@ mod tests {
         // Bytes handed out earlier stay valid.
         assert_eq!(&got[0][..], &data[0..10]);
         store.delete(&lp).await.unwrap();
+        assert!(store.maps.lock().unwrap().is_empty(), "unmapped on delete");
         assert!(matches!(
             store.get_ranges(&lp, &[0..1]).await,
             Err(object_store::Error::NotFound { .. })
