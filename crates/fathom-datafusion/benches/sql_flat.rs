@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use common::{run, table, time_pair};
 
-use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::ParquetReadOptions;
 use fathom_datafusion::{FathomTable, TableOptions};
 use fathom_table::{Dataset, WriteMode, WriteParams};
 
@@ -35,11 +35,7 @@ async fn main() {
     let parquet_write = t.elapsed().as_secs_f64() * 1e3;
     drop(batches);
 
-    let config = SessionConfig::new()
-        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-        .set_bool("datafusion.execution.parquet.reorder_filters", true)
-        .set_bool("datafusion.execution.parquet.enable_page_index", true);
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = common::session();
     ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
         .unwrap();
     ctx.register_parquet("p", ppath.to_str().unwrap(), ParquetReadOptions::default())

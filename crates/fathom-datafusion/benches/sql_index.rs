@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::{run, table, time_pair};
-use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::ParquetReadOptions;
 use fathom_datafusion::{FathomTable, TableOptions};
 use fathom_index::{IndexKind, create_index};
 use fathom_table::{Dataset, WriteMode, WriteParams};
@@ -95,11 +95,7 @@ async fn main() {
         builds.push((format!("{kind} on {col}"), ms, size));
     }
 
-    let config = SessionConfig::new()
-        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-        .set_bool("datafusion.execution.parquet.reorder_filters", true)
-        .set_bool("datafusion.execution.parquet.enable_page_index", true);
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = common::session();
     ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
         .unwrap();
     // The baseline is a true full scan: no index, no zone pruning.

@@ -86,27 +86,39 @@ pub fn rows() -> usize {
         .unwrap_or(1_000_000)
 }
 
-/// Medians of `a` and `b`, timed in alternating blocks of `runs`
-/// back-to-back runs (three rounds): each query is timed warm, the way
-/// pylance's script times its own, while slow drift still hits both alike.
-/// (Strictly alternating single runs would time a point lookup just after
-/// a full scan has flushed the CPU caches, and favour the heavier query.)
-pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {
+/// Medians of the times `time(false)` (a) and `time(true)` (b) return,
+/// taken in alternating blocks of `runs` back-to-back runs (three
+/// rounds): each query is timed warm, the way pylance's script times its
+/// own, while slow drift still hits both alike. (Strictly alternating
+/// single runs would time a point lookup just after a full scan has
+/// flushed the CPU caches, and favour the heavier query.)
+async fn blocks<F, Fut>(runs: usize, mut time: F) -> (f64, f64)
+where
+    F: FnMut(bool) -> Fut,
+    Fut: std::future::Future<Output = f64>,
+{
     let (mut ta, mut tb) = (vec![], vec![]);
     for _ in 0..3 {
         for _ in 0..runs {
-            ta.push(run(ctx, a).await.0);
+            ta.push(time(false).await);
         }
         for _ in 0..runs {
-            tb.push(run(ctx, b).await.0);
+            tb.push(time(true).await);
         }
     }
     (median(ta), median(tb))
 }
 
+/// Medians of running SQL `a` and `b` end to end (see [`blocks`]).
+pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {
+    blocks(runs, |second| async move {
+        run(ctx, if second { b } else { a }).await.0
+    })
+    .await
+}
+
 /// Medians of executing the physical plans of `a` and `b` (planned once):
-/// execution alone, without SQL parsing and planning. Same blocks as
-/// [`time_pair`].
+/// execution alone, without SQL parsing and planning (see [`blocks`]).
 pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {
     let pa = ctx
         .sql(a)
@@ -122,24 +134,29 @@ pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize)
         .create_physical_plan()
         .await
         .unwrap();
-    let exec = |p: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| async move {
-        let t = Instant::now();
-        let b = datafusion::physical_plan::collect(p, ctx.task_ctx())
-            .await
-            .unwrap();
-        std::hint::black_box(b);
-        t.elapsed().as_secs_f64() * 1e3
-    };
-    let (mut ta, mut tb) = (vec![], vec![]);
-    for _ in 0..3 {
-        for _ in 0..runs {
-            ta.push(exec(pa.clone()).await);
+    blocks(runs, |second| {
+        let p = if second { pb.clone() } else { pa.clone() };
+        async move {
+            let t = Instant::now();
+            let b = datafusion::physical_plan::collect(p, ctx.task_ctx())
+                .await
+                .unwrap();
+            std::hint::black_box(b);
+            t.elapsed().as_secs_f64() * 1e3
         }
-        for _ in 0..runs {
-            tb.push(exec(pb.clone()).await);
-        }
-    }
-    (median(ta), median(tb))
+    })
+    .await
+}
+
+/// A session comparing fairly with Parquet: page index, filter pushdown
+/// and filter reordering on.
+pub fn session() -> SessionContext {
+    SessionContext::new_with_config(
+        datafusion::prelude::SessionConfig::new()
+            .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+            .set_bool("datafusion.execution.parquet.reorder_filters", true)
+            .set_bool("datafusion.execution.parquet.enable_page_index", true),
+    )
 }
 
 /// Writes `batches` as one Parquet file with page statistics (the page index).
