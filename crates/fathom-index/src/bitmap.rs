@@ -131,12 +131,18 @@ pub async fn search(
             l
         }
     };
-    let m = q.matches(loaded.keys.as_ref())?;
-    let mut out = RoaringTreemap::new();
-    for i in 0..m.len() {
-        if m.value(i) {
-            out |= rowaddr_map::deserialize(loaded.bitmaps.value(i), &meta.name)?;
+    // Keys are distinct and sorted (null first): an IN list is found by
+    // binary searches, anything else by one vectorized pass over the keys.
+    let hits: Vec<usize> = match q.in_ranges_sorted(loaded.keys.as_ref())? {
+        Some(ranges) => ranges.into_iter().flatten().collect(),
+        None => {
+            let m = q.matches(loaded.keys.as_ref())?;
+            (0..m.len()).filter(|&i| m.value(i)).collect()
         }
+    };
+    let mut out = RoaringTreemap::new();
+    for i in hits {
+        out |= rowaddr_map::deserialize(loaded.bitmaps.value(i), &meta.name)?;
     }
     Ok(SearchResult::Exact(out))
 }

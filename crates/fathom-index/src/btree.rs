@@ -151,6 +151,12 @@ pub async fn search(
                 pg
             }
         };
+        if let Some(ranges) = q.in_ranges_sorted(page.values.as_ref())? {
+            for r in ranges {
+                out.extend(page.ids.values()[r].iter().copied());
+            }
+            continue;
+        }
         let m = q.matches(page.values.as_ref())?;
         for i in 0..m.len() {
             if m.value(i) {

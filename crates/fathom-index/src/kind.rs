@@ -16,8 +16,16 @@ pub enum IndexKind {
     ZoneMap,
 }
 
-/// The on-disk format version of our segments of each kind.
-pub const INDEX_VERSION: i32 = 0;
+/// What the 64-bit ids a segment stores are. Lance's rule (research
+/// section 5): without stable row ids both are the row address; with them,
+/// a B-tree of `index_version` 0 and a bitmap store stable row ids, a
+/// B-tree of version 1 stores addresses (what pylance 14 writes), and a
+/// zone map always names fragments and offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredIds {
+    RowAddress,
+    RowId,
+}
 
 impl IndexKind {
     pub fn type_url(&self) -> &'static str {
@@ -52,6 +60,34 @@ impl IndexKind {
             other => Err(Error::InvalidInput(format!(
                 "unknown index type '{other}' (supported: BTREE, BITMAP, ZONEMAP)"
             ))),
+        }
+    }
+
+    /// The newest `index_version` of this kind a reader here understands.
+    pub fn max_version(&self) -> i32 {
+        match self {
+            IndexKind::BTree => 1,
+            IndexKind::Bitmap | IndexKind::ZoneMap => 0,
+        }
+    }
+
+    /// What a segment of this kind and version stores, on a dataset with
+    /// or without stable row ids.
+    pub fn stored_ids(&self, index_version: i32, stable_row_ids: bool) -> StoredIds {
+        match self {
+            _ if !stable_row_ids => StoredIds::RowAddress,
+            IndexKind::ZoneMap => StoredIds::RowAddress,
+            IndexKind::BTree if index_version >= 1 => StoredIds::RowAddress,
+            IndexKind::BTree | IndexKind::Bitmap => StoredIds::RowId,
+        }
+    }
+
+    /// The `index_version` we write, as pylance 14 does: a B-tree on a
+    /// dataset with stable row ids is version 1 (addresses), all else 0.
+    pub fn write_version(&self, stable_row_ids: bool) -> i32 {
+        match self {
+            IndexKind::BTree if stable_row_ids => 1,
+            _ => 0,
         }
     }
 

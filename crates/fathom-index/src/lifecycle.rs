@@ -8,12 +8,12 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_schema::DataType;
 use fathom_table::format::IndexMetadata;
-use fathom_table::{Dataset, Operation, ROW_ADDR};
+use fathom_table::{Dataset, Operation, ROW_ADDR, ROW_ID};
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
-use crate::kind::{INDEX_VERSION, IndexKind};
+use crate::kind::{IndexKind, StoredIds};
 use crate::segment::usable;
 use crate::{bitmap, btree, zonemap};
 
@@ -61,9 +61,15 @@ pub async fn build_segment(
         )));
     }
     let field_id = ds.manifest().schema.fields[ds.schema().index_of(column)?].id;
+    let stable = ds.manifest().uses_stable_row_ids();
+    let version = kind.write_version(stable);
+    let id_column = match kind.stored_ids(version, stable) {
+        StoredIds::RowAddress => ROW_ADDR,
+        StoredIds::RowId => ROW_ID,
+    };
     let batch = ds
         .scan()
-        .project(&[column, ROW_ADDR])?
+        .project(&[column, id_column])?
         .with_fragments(fragments.clone())
         .batch_size(64 * 1024)
         .collect()
@@ -89,7 +95,7 @@ pub async fn build_segment(
                 .collect::<RoaringBitmap>(),
         ),
         index_details: Some(kind.details()),
-        index_version: Some(INDEX_VERSION),
+        index_version: Some(version),
         created_at_ms: Some(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)

@@ -4,20 +4,16 @@ use std::ops::Bound;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Scalar};
 use arrow_ord::cmp;
+use arrow_ord::ord::make_comparator;
+use arrow_schema::SortOptions;
 
 use crate::error::Result;
-use crate::query::ScalarQuery;
+use crate::query::{ScalarQuery, binary_search_by, normalize_zero, sorted_distinct};
 
 fn and(a: &BooleanArray, b: &BooleanArray) -> BooleanArray {
     a.iter()
         .zip(b.iter())
         .map(|(x, y)| Some(x.unwrap_or(false) && y.unwrap_or(false)))
-        .collect()
-}
-fn or(a: &BooleanArray, b: &BooleanArray) -> BooleanArray {
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| Some(x.unwrap_or(false) || y.unwrap_or(false)))
         .collect()
 }
 
@@ -30,32 +26,41 @@ pub fn may_match(
     null_counts: &[u64],
 ) -> Result<BooleanArray> {
     let n = null_counts.len();
+    // Compare as the scan does: -0.0 is +0.0 (see `ScalarQuery::matches`).
+    let (min, max) = (&normalize_zero(min.as_ref()), &normalize_zero(max.as_ref()));
+    let scalar = |v: &ArrayRef| Scalar::new(normalize_zero(v.as_ref()));
     Ok(match q {
         ScalarQuery::IsNull => BooleanArray::from_iter(null_counts.iter().map(|c| Some(*c > 0))),
         ScalarQuery::Equals(v) => {
-            let s = Scalar::new(v.clone());
+            let s = scalar(v);
             and(&cmp::lt_eq(min, &s)?, &cmp::gt_eq(max, &s)?)
         }
         ScalarQuery::IsIn(list) => {
-            let mut acc = BooleanArray::from(vec![false; n]);
-            for i in 0..list.len() {
-                if list.is_valid(i) {
-                    let e = ScalarQuery::Equals(list.slice(i, 1));
-                    acc = or(&acc, &may_match(&e, min, max, null_counts)?);
+            // Per page, the first list value >= its min (binary search in
+            // the sorted list), and whether that value is <= its max.
+            let list = sorted_distinct(list.as_ref())?;
+            let cmin = make_comparator(min.as_ref(), list.as_ref(), SortOptions::default())?;
+            let cmax = make_comparator(max.as_ref(), list.as_ref(), SortOptions::default())?;
+            BooleanArray::from_iter((0..n).map(|p| {
+                if !min.is_valid(p) || !max.is_valid(p) {
+                    return Some(false);
                 }
-            }
-            acc
+                let j = match binary_search_by(list.len(), |j| cmin(p, j).reverse()) {
+                    Ok(j) | Err(j) => j,
+                };
+                Some(j < list.len() && cmax(p, j).is_ge())
+            }))
         }
         ScalarQuery::Range { lower, upper } => {
             let mut acc = BooleanArray::from_iter((0..n).map(|i| Some(max.is_valid(i))));
             match lower {
-                Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(max, &Scalar::new(v.clone()))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::gt(max, &Scalar::new(v.clone()))?),
+                Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(max, &scalar(v))?),
+                Bound::Excluded(v) => acc = and(&acc, &cmp::gt(max, &scalar(v))?),
                 Bound::Unbounded => {}
             }
             match upper {
-                Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(min, &Scalar::new(v.clone()))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::lt(min, &Scalar::new(v.clone()))?),
+                Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(min, &scalar(v))?),
+                Bound::Excluded(v) => acc = and(&acc, &cmp::lt(min, &scalar(v))?),
                 Bound::Unbounded => {}
             }
             acc

@@ -33,18 +33,37 @@ fn table(seed: u64, n: usize) -> RecordBatch {
                 rng.random_bool(0.9).then(|| words[rng.random_range(0..7)])
             }))),
             Arc::new(Float64Array::from_iter((0..n).map(|_| {
-                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
+                rng.random_bool(0.9).then(|| {
+                    if rng.random_bool(0.2) {
+                        SPECIAL[rng.random_range(0..SPECIAL.len())]
+                    } else {
+                        rng.random_range(-1.0..1.0)
+                    }
+                })
             }))),
         ],
     )
     .unwrap()
 }
 
+/// Floats where total order and SQL order part: signed zeros, NaN, infinities.
+const SPECIAL: [f64; 6] = [
+    0.0,
+    -0.0,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    -f64::NAN,
+];
+
 fn value(col: &str, k: i32) -> ArrayRef {
     match col {
         "i" => Arc::new(Int32Array::from(vec![k])),
         "s" => Arc::new(StringArray::from(vec![
             ["a", "bb", "c", "dd", "e", "ff", ""][(k.rem_euclid(7)) as usize],
+        ])),
+        _ if k % 5 == 0 => Arc::new(Float64Array::from(vec![
+            SPECIAL[(k / 5).rem_euclid(6) as usize],
         ])),
         _ => Arc::new(Float64Array::from(vec![k as f64 / 50.0])),
     }
@@ -67,9 +86,12 @@ fn query(col: &str, kind: u8, a: i32, b: i32) -> ScalarQuery {
             upper: Bound::Unbounded,
         },
         4 => {
-            let v = arrow_select::concat::concat(&[value(col, a).as_ref(), value(col, b).as_ref()])
-                .unwrap();
-            ScalarQuery::IsIn(v)
+            // A long list with repeats, in no order.
+            let parts: Vec<ArrayRef> = (0..40)
+                .map(|i| value(col, if i % 2 == 0 { a + i * 7 } else { b - i * 3 }))
+                .collect();
+            let refs: Vec<&dyn arrow_array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+            ScalarQuery::IsIn(arrow_select::concat::concat(&refs).unwrap())
         }
         _ => ScalarQuery::IsNull,
     }
@@ -78,12 +100,12 @@ fn query(col: &str, kind: u8, a: i32, b: i32) -> ScalarQuery {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 30, .. ProptestConfig::default() })]
     #[test]
-    fn indexes_match_brute_force(seed in 0u64..1000, col in prop::sample::select(vec!["i", "s", "f"]), kind in prop::sample::select(vec![IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap]), queries in prop::collection::vec((any::<u8>(), -60i32..60, -60i32..60), 1..8)) {
+    fn indexes_match_brute_force(seed in 0u64..1000, stable in any::<bool>(), col in prop::sample::select(vec!["i", "s", "f"]), kind in prop::sample::select(vec![IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap]), queries in prop::collection::vec((any::<u8>(), -60i32..60, -60i32..60), 1..8)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let uri = format!("memory://idx-{seed}-{}", rand::random::<u64>());
             // Several fragments, pages and zones: 20,000 rows in files of 7,000.
-            let params = WriteParams { max_rows_per_file: 7000, ..Default::default() };
+            let params = WriteParams { max_rows_per_file: 7000, enable_stable_row_ids: stable, ..Default::default() };
             let ds = Dataset::write(&uri, &[table(seed, 20_000)], WriteMode::Create, params).await.unwrap();
             let ds = ds.delete_rows(&(0..20_000u64).step_by(13).map(|i| ((i / 7000) << 32) | (i % 7000)).collect::<Vec<_>>()).await.unwrap();
             let ds = create_index(&ds, "idx", col, kind).await.unwrap();
@@ -96,7 +118,7 @@ proptest! {
                 let q = query(col, qk, a, b);
                 let m = q.matches(all.column(0).as_ref()).unwrap();
                 let want: RoaringTreemap = (0..m.len()).filter(|i| m.value(*i)).map(|i| addrs.value(i)).collect();
-                let got = search(ds.store(), ds.root(), &meta, kind, &cache, &q).await.unwrap();
+                let got = search(&ds, &meta, kind, &cache, &q).await.unwrap();
                 match (&got, kind) {
                     (SearchResult::Exact(g), _) => assert_eq!(g, &want, "{kind} {q:?}"),
                     (SearchResult::AtMost(g), IndexKind::ZoneMap) => assert!(want.is_subset(g), "{kind} {q:?} missed rows"),
@@ -134,8 +156,7 @@ fn btree_loads_only_the_pages_it_needs() {
         let meta = ds.manifest().indices[0].clone();
         let cache = IndexCache::new(64 << 20);
         let got = search(
-            ds.store(),
-            ds.root(),
+            &ds,
             &meta,
             IndexKind::BTree,
             &cache,

@@ -766,6 +766,38 @@ impl Dataset {
         )?)
     }
 
+    /// Row id -> address of every live row (stable row ids): built once
+    /// per version, one decode of each fragment's row-id sequence.
+    async fn row_id_index(&self) -> Result<&HashMap<u64, u64>> {
+        if self.row_id_index.get().is_none() {
+            let mut map = HashMap::with_capacity(self.count_rows() as usize);
+            for f in &self.manifest.fragments {
+                let r = self.fragment_reader(f, true).await?;
+                for o in r.live_runs().into_iter().flatten() {
+                    map.insert(r.row_id(o), crate::scan::row_address(f.id, o));
+                }
+            }
+            let _ = self.row_id_index.set(map);
+        }
+        Ok(self.row_id_index.get().unwrap())
+    }
+
+    /// The current addresses of `row_ids` (stable row ids); ids of deleted
+    /// rows are dropped. Without stable row ids, ids are addresses already.
+    pub async fn row_ids_to_addresses(
+        &self,
+        row_ids: &roaring::RoaringTreemap,
+    ) -> Result<roaring::RoaringTreemap> {
+        if !self.manifest.uses_stable_row_ids() {
+            return Ok(row_ids.clone());
+        }
+        let index = self.row_id_index().await?;
+        Ok(row_ids
+            .iter()
+            .filter_map(|id| index.get(&id).copied())
+            .collect())
+    }
+
     /// Rows by row id (stable ids, or addresses when stable ids are off).
     pub async fn take_row_ids(
         &self,
@@ -775,23 +807,7 @@ impl Dataset {
         if !self.manifest.uses_stable_row_ids() {
             return self.take_addresses(row_ids, projection).await;
         }
-        if self.row_id_index.get().is_none() {
-            let mut map = HashMap::new();
-            for f in &self.manifest.fragments {
-                let r = self.fragment_reader(f, true).await?;
-                for o in r.live_runs().into_iter().flatten() {
-                    let id = match &f.row_id_meta {
-                        Some(crate::format::RowIdMeta::Inline(b)) => {
-                            crate::rowids::RowIdSequence::decode(b)?.to_vec()[o as usize]
-                        }
-                        _ => crate::scan::row_address(f.id, o),
-                    };
-                    map.insert(id, crate::scan::row_address(f.id, o));
-                }
-            }
-            let _ = self.row_id_index.set(map);
-        }
-        let index = self.row_id_index.get().unwrap();
+        let index = self.row_id_index().await?;
         let addrs: Vec<u64> = row_ids
             .iter()
             .filter_map(|id| index.get(id).copied())

@@ -316,6 +316,14 @@ impl FragmentReader {
         live_runs(self.fragment.physical_rows, self.deleted.as_deref())
     }
 
+    /// The row id of one physical offset (stable id, or the address).
+    pub fn row_id(&self, offset: u64) -> u64 {
+        match &self.row_ids {
+            Some(ids) => ids[offset as usize],
+            None => row_address(self.fragment.id, offset),
+        }
+    }
+
     /// Row ids of given offsets (stable ids, or addresses).
     fn row_ids_of(&self, offsets: impl Iterator<Item = u64>) -> UInt64Array {
         match &self.row_ids {

@@ -82,7 +82,7 @@ fn eval<'a>(
                 let mut out = RoaringTreemap::new();
                 for seg in ds.manifest().indices.iter().filter(|i| &i.name == index) {
                     let Ok(kind) = usable(seg) else { continue };
-                    let r = search(ds.store(), ds.root(), seg, kind, cache, query)
+                    let r = search(ds, seg, kind, cache, query)
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
                     out |= r.into_rows();

@@ -8,7 +8,7 @@ use datafusion::prelude::SessionContext;
 use rand::Rng;
 
 /// Rows `start..start + n`: id, k (0..20, 10% NULL), s (5 words, 15% NULL),
-/// x (-1..1, 10% NULL).
+/// x (-1..1, 10% NULL, 8% one of 0.0, -0.0, NaN, +inf, -inf).
 pub fn rows(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
     let words = ["ant", "bee", "cat", "dog", "eel"];
     RecordBatch::try_new(
@@ -27,7 +27,14 @@ pub fn rows(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
                 rng.random_bool(0.85).then(|| words[rng.random_range(0..5)])
             }))),
             Arc::new(Float64Array::from_iter((0..n).map(|_| {
-                rng.random_bool(0.9).then(|| rng.random_range(-1.0..1.0))
+                rng.random_bool(0.9).then(|| {
+                    if rng.random_bool(0.08) {
+                        [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+                            [rng.random_range(0..5)]
+                    } else {
+                        rng.random_range(-1.0..1.0)
+                    }
+                })
             }))),
         ],
     )

@@ -32,6 +32,34 @@ fn predicate() -> impl Strategy<Value = String> {
         (-10i32..10).prop_map(|c| format!("x > {}", c as f64 / 10.0)),
         (-10i32..10).prop_map(|c| format!("x <= {}", c as f64 / 10.0)),
         (0i64..3000).prop_map(|c| format!("id = {c}")),
+        // Signed zeros, NaN and infinities: SQL order, not bit patterns.
+        prop::sample::select(vec![
+            "x = 0.0",
+            "x = -0.0",
+            "x < 0.0",
+            "x <= -0.0",
+            "x > -0.0",
+            "x >= 0.0",
+            "x <> -0.0",
+            "x IN (0.0, 1.5)",
+            "x IN (-0.0)",
+            "x = 'NaN'::DOUBLE",
+            "x > 'inf'::DOUBLE",
+            "x = '-inf'::DOUBLE",
+            "x < 'NaN'::DOUBLE",
+            "x >= 'NaN'::DOUBLE",
+            "x NOT IN (-0.0, 'NaN'::DOUBLE)",
+        ])
+        .prop_map(String::from),
+        // Long IN lists.
+        (0i64..3000, 50usize..400).prop_map(|(a, n)| format!(
+            "id IN ({})",
+            (0..n as i64)
+                .map(|i| (a + i * 37) % 4000)
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         (0i64..3000).prop_map(|c| format!("id < {c}")),
     ];
     leaf.prop_recursive(3, 12, 2, |inner| {
@@ -68,6 +96,8 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
     let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
     let params = WriteParams {
         max_rows_per_file: 300,
+        // Stable row ids: bitmaps then store row ids, B-trees addresses.
+        enable_stable_row_ids: seed % 2 == 1,
         ..Default::default()
     };
     let mut next = 1000i64;
