@@ -80,6 +80,13 @@ fn encode_array(v: &[u64]) -> pb::EncodedU64Array {
     pb::EncodedU64Array { array: Some(array) }
 }
 
+/// Bit `i` of a `RangeWithBitmap` (present ids), least significant bit
+/// first: pylance 14, compacting ids 1500..3000 with 2000..2600 deleted,
+/// wrote 62 bytes of 0xFF then 0x0F (ids 1996..1999 present, 2000.. not).
+fn bit_set(bitmap: &[u8], i: usize) -> bool {
+    bitmap.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0)
+}
+
 impl RowIdSequence {
     /// A sequence of consecutive ids.
     pub fn from_range(range: std::ops::Range<u64>) -> Self {
@@ -160,10 +167,7 @@ impl RowIdSequence {
                 }
                 Segment::RangeWithBitmap { range, bitmap } => {
                     for (i, v) in range.clone().enumerate() {
-                        if bitmap
-                            .get(i / 8)
-                            .is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
-                        {
+                        if bit_set(bitmap, i) {
                             out.push(v)
                         }
                     }
@@ -185,13 +189,7 @@ impl RowIdSequence {
                 }
                 Segment::RangeWithBitmap { bitmap, range } => {
                     let n = (range.end - range.start) as usize;
-                    (0..n)
-                        .filter(|i| {
-                            bitmap
-                                .get(i / 8)
-                                .is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
-                        })
-                        .count() as u64
+                    (0..n).filter(|i| bit_set(bitmap, *i)).count() as u64
                 }
                 Segment::SortedArray(v) | Segment::Array(v) => v.len() as u64,
             })
@@ -236,7 +234,7 @@ mod tests {
                 12,
                 14,
                 20,
-                22,
+                25,
                 27,
                 100,
                 200,
@@ -247,5 +245,23 @@ mod tests {
             ]
         );
         assert_eq!(back.len(), 17);
+    }
+
+    /// The bit order pylance writes (see `bit_set`).
+    #[test]
+    fn range_with_bitmap_as_pylance_writes_it() {
+        let mut bitmap = vec![0xFF; 62];
+        bitmap.push(0x0F);
+        bitmap.extend([0u8; 74]);
+        bitmap.push(0xF0);
+        let seq = RowIdSequence(vec![Segment::RangeWithBitmap {
+            range: 1500..2604,
+            bitmap,
+        }]);
+        let ids = seq.to_vec();
+        assert_eq!(ids.len(), 504);
+        assert_eq!(ids[495..500], [1995, 1996, 1997, 1998, 1999]);
+        assert_eq!(ids[500..], [2600, 2601, 2602, 2603]);
+        assert_eq!(seq.len(), 504);
     }
 }

@@ -5,4 +5,5 @@
 mod common;
 mod flat;
 mod indexes;
+mod pylance_stable;
 mod slt;
