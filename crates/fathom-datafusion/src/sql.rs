@@ -21,7 +21,10 @@ use fathom_index::{
     IndexKind, create_index, drop_index, extend_index, list_indexes, rebuild_index,
 };
 
+use crate::catalog::DirectorySchema;
 use crate::provider::FathomTable;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 
 fn idx_err(e: fathom_index::Error) -> DataFusionError {
     match e {
@@ -248,7 +251,63 @@ pub async fn run_statement(ctx: &SessionContext, stmt: DFStatement) -> Result<Ou
         return Ok((Arc::new(Schema::empty()), r));
     }
     let plan = ctx.state().statement_to_plan(stmt).await?;
+    if let Some(out) = directory_ddl(ctx, &plan).await? {
+        return Ok(out);
+    }
     let df = ctx.execute_logical_plan(plan).await?;
     let schema = Arc::new(df.schema().as_arrow().clone());
     Ok((schema, df.collect().await?))
+}
+
+/// The directory schema a table reference resolves to, if it is one.
+fn directory_schema(
+    ctx: &SessionContext,
+    name: &datafusion::common::TableReference,
+) -> Option<Arc<dyn datafusion::catalog::SchemaProvider>> {
+    let state = ctx.state();
+    let resolved = name.clone().resolve(
+        &state.config_options().catalog.default_catalog,
+        &state.config_options().catalog.default_schema,
+    );
+    let schema = ctx.catalog(&resolved.catalog)?.schema(&resolved.schema)?;
+    schema.downcast_ref::<DirectorySchema>()?;
+    Some(schema)
+}
+
+/// `CREATE [OR REPLACE] TABLE ... [AS query]` into a data directory: the
+/// query streams into a new dataset, or into one overwrite commit of the
+/// existing one (never drop-then-create: a failing query must leave the
+/// table as it was, and history stays). `None` for anything else.
+async fn directory_ddl(ctx: &SessionContext, plan: &LogicalPlan) -> Result<Option<Output>> {
+    let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(cmt)) = plan else {
+        return Ok(None);
+    };
+    let Some(schema) = directory_schema(ctx, &cmt.name) else {
+        return Ok(None);
+    };
+    let dir = schema.downcast_ref::<DirectorySchema>().unwrap();
+    let name = cmt.name.table();
+    DirectorySchema::check_name(name)?;
+    let exists = schema.table_exist(name);
+    let empty: Output = (Arc::new(Schema::empty()), vec![]);
+    if exists && cmt.if_not_exists {
+        return Ok(Some(empty));
+    }
+    if exists && !cmt.or_replace {
+        return Err(DataFusionError::Plan(format!(
+            "table '{name}' already exists"
+        )));
+    }
+    if cmt.temporary {
+        return Err(DataFusionError::NotImplemented(
+            "temporary tables are not supported in a data directory".into(),
+        ));
+    }
+    let input = ctx.state().optimize(cmt.input.as_ref())?;
+    let df = DataFrame::new(ctx.state(), input);
+    let arrow_schema: arrow_schema::SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let stream = df.execute_stream().await?;
+    dir.write_table(name, arrow_schema, stream, cmt.or_replace)
+        .await?;
+    Ok(Some(empty))
 }

@@ -11,6 +11,14 @@
 //!
 //! Nothing half-written is visible: until the manifest exists, readers see
 //! the previous version, and files of a failed commit are never referenced.
+//!
+//! A dataset dropped while a commit is in flight (`DROP TABLE` renames the
+//! directory aside, then deletes it) must not come back as a table whose
+//! manifest names files that are gone. Between steps 2 and 3 the commit
+//! checks that the version it builds on still exists, and after step 3
+//! that its transaction file does; a drop at any moment before the
+//! manifest lands fails one of the two checks, and the commit takes its
+//! files back and fails with "dropped".
 
 use std::collections::HashMap;
 
@@ -99,6 +107,23 @@ async fn rebase_delete(
     Ok(())
 }
 
+async fn exists(t: &CommitTarget<'_>, path: &Path) -> Result<bool> {
+    match t.store.head(path).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(Error::io(path)(e)),
+    }
+}
+
+fn dropped(t: &CommitTarget<'_>) -> Error {
+    Error::NotFound {
+        uri: t.uri.to_string(),
+        message:
+            "the dataset was dropped while this commit was being written; nothing was committed"
+                .into(),
+    }
+}
+
 /// Commits `op` on top of `base` (the version it read); returns the new manifest.
 pub(crate) async fn commit(
     t: &CommitTarget<'_>,
@@ -123,7 +148,22 @@ pub(crate) async fn commit(
             .map_err(Error::io(&txn_path))?;
         let next = apply(&latest, &txn, restored, &txn_name)?;
         let path = manifest_path(t.root, next.version, t.naming);
+        if latest.version > 0
+            && !exists(t, &manifest_path(t.root, latest.version, t.naming)).await?
+            && !exists(t, &path).await?
+        {
+            // The version we build on is gone and nobody committed after it:
+            // the dataset was dropped (renamed aside) under us.
+            let _ = t.store.delete(&txn_path).await;
+            return Err(dropped(t));
+        }
         if write_manifest_if_absent(t.store, &path, &next).await? {
+            if !exists(t, &txn_path).await? {
+                // Dropped between the check above and our manifest: ours
+                // would start a table whose older files are gone. Take it back.
+                let _ = t.store.delete(&path).await;
+                return Err(dropped(t));
+            }
             return Ok(next);
         }
         // Lost the race for this version: check what was committed since.

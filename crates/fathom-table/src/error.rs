@@ -28,6 +28,10 @@ pub enum Error {
     },
     #[error("arrow error: {0}")]
     Arrow(#[from] ArrowError),
+    /// An error of the caller's (e.g. of the query producing the rows being
+    /// written), carried through unchanged.
+    #[error(transparent)]
+    External(Box<dyn std::error::Error + Send + Sync>),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

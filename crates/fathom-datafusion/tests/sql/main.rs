@@ -2,6 +2,7 @@
 //! against a fresh session whose default schema is a temporary data
 //! directory, plus scenario tests in Rust.
 
+mod catalog;
 mod common;
 mod flat;
 mod indexes;
