@@ -1,12 +1,12 @@
 //! `fathom info DATASET`.
 
-use std::time::UNIX_EPOCH;
-
 use fathom_table::Dataset;
 
+/// A commit time as a UTC date, e.g. `2026-12-02 19:03:52.123 UTC`.
 fn ts(t: std::time::SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .format("%Y-%m-%d %H:%M:%S%.3f UTC")
+        .to_string()
 }
 
 pub async fn run(uri: &str) -> Result<(), String> {

@@ -93,10 +93,34 @@ enum Command {
     },
 }
 
+/// Stack of the thread that plans queries and of each runtime worker:
+/// DataFusion plans and rewrites expressions recursively, so a filter of
+/// thousands of OR terms needs far more than the default 8 MiB / 2 MiB.
+/// (Only touched pages are committed; this is address space.)
+const STACK_BYTES: usize = 512 << 20;
+
 fn main() {
+    // Writing to a closed pipe (`fathom info ds | head -3`) ends the
+    // process quietly, as it does for other command-line tools, instead of
+    // a panic in `println!`.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
+    let worker = std::thread::Builder::new()
+        .name("fathom-main".into())
+        .stack_size(STACK_BYTES)
+        .spawn(move || run(cli))
+        .expect("main thread");
+    let code = worker.join().unwrap_or(101);
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> i32 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(STACK_BYTES / 4)
         .build()
         .expect("tokio runtime");
     let result = rt.block_on(async {
@@ -119,8 +143,11 @@ fn main() {
             Command::Demo { data_dir } => shell::demo(&data_dir).await,
         }
     });
-    if let Err(e) = result {
-        eprintln!("Error: {e}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            1
+        }
     }
 }

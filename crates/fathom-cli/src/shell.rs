@@ -34,11 +34,11 @@ pub async fn run_script(
     timing: bool,
 ) -> Result<(), String> {
     if fathom_datafusion::sql::special(sql).is_some() {
-        for (_, batches) in fathom_datafusion::sql::run_sql(ctx, sql)
+        for (schema, batches) in fathom_datafusion::sql::run_sql(ctx, sql)
             .await
             .map_err(|e| e.to_string())?
         {
-            output::print(&batches, format, &mut std::io::stdout())?;
+            output::print(&schema, &batches, format, &mut std::io::stdout())?;
         }
         return Ok(());
     }
@@ -47,10 +47,10 @@ pub async fn run_script(
     for stmt in statements {
         let start = Instant::now();
         // Fathom's own statements (CREATE/DROP INDEX) first, then DataFusion.
-        let (_, batches) = fathom_datafusion::sql::run_statement(ctx, stmt)
+        let (schema, batches) = fathom_datafusion::sql::run_statement(ctx, stmt)
             .await
             .map_err(|e| e.to_string())?;
-        output::print(&batches, format, &mut out)?;
+        output::print(&schema, &batches, format, &mut out)?;
         if timing {
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             eprintln!("{rows} row(s) in {:.3}s", start.elapsed().as_secs_f64());
@@ -80,6 +80,15 @@ pub async fn run(
     }
     if ran {
         return Ok(());
+    }
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        // A script on standard input: run it as a file, stopping (and
+        // exiting non-zero) at the first failing statement.
+        let mut sql = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut sql)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        return run_script(&ctx, &sql, format, false).await;
     }
     interactive(&ctx, data_dir, format).await
 }

@@ -266,3 +266,144 @@ fn indexes_from_the_cli() {
     ));
     assert!(e.contains("unknown index type"), "{e}");
 }
+
+fn fathom_stdin(dir: &Path, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// JSON and CSV print every column: NULL apart from "", NaN and infinities
+/// kept, nested values printed, a header for an empty result.
+#[test]
+fn output_formats_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "CREATE TABLE t AS SELECT * FROM (VALUES (4, CAST(NULL AS VARCHAR), 1.5), \
+             (5, '', CAST('NaN' AS DOUBLE)), (6, 'a,b', CAST('-inf' AS DOUBLE))) v(a, b, c)",
+        ],
+    ));
+    let json = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT * FROM t ORDER BY a",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(
+        json,
+        "{\"a\":4,\"b\":null,\"c\":1.5}\n{\"a\":5,\"b\":\"\",\"c\":\"NaN\"}\n{\"a\":6,\"b\":\"a,b\",\"c\":\"-Infinity\"}\n"
+    );
+    let csv = ok(&fathom(
+        d,
+        &["sql", "-c", "SELECT * FROM t ORDER BY a", "--format", "csv"],
+    ));
+    assert_eq!(csv, "a,b,c\n4,,1.5\n5,\"\",NaN\n6,\"a,b\",-inf\n");
+    let empty = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT * FROM t WHERE a > 9",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(empty, "a,b,c\n");
+    let nested = "SELECT [1, 2] AS l, {'x': 1} AS s, arrow_cast([0.5, 1.0], 'FixedSizeList(2, Float32)') AS v";
+    let csv = ok(&fathom(d, &["sql", "-c", nested, "--format", "csv"]));
+    assert_eq!(csv, "l,s,v\n\"[1, 2]\",{x: 1},\"[0.5, 1.0]\"\n");
+    let json = ok(&fathom(d, &["sql", "-c", nested, "--format", "json"]));
+    assert_eq!(json, "{\"l\":[1,2],\"s\":{\"x\":1},\"v\":[0.5,1.0]}\n");
+}
+
+/// A script on standard input stops at its first failing statement and
+/// exits non-zero; output into a closed pipe ends quietly.
+#[test]
+fn stdin_scripts_and_closed_pipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = fathom_stdin(
+        d,
+        &["sql"],
+        "SELECT 1 AS one; SELECT nope; SELECT 2 AS two;",
+    );
+    let e = err(&o);
+    assert!(e.contains("nope"), "{e}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("one") && !out.contains("two"), "{out}");
+    ok(&fathom_stdin(
+        d,
+        &["sql"],
+        "CREATE TABLE p AS SELECT value AS id FROM generate_series(1, 10);",
+    ));
+    // `fathom info ... | head -1`: stdout closed after the first line.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fathom"))
+        .current_dir(d)
+        .args(["info", "fathom-data/p.lance"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Commit times are dates.
+    let info = ok(&fathom(d, &["info", "fathom-data/p.lance"]));
+    assert!(info.contains(" UTC"), "{info}");
+}
+
+/// A filter of thousands of OR terms runs (an index answers it) instead of
+/// overflowing the stack.
+#[test]
+fn very_long_or_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "CREATE TABLE big AS SELECT value AS id FROM generate_series(1, 5000)",
+            "-c",
+            "CREATE INDEX big_id ON big USING BTREE (id)",
+        ],
+    ));
+    let ors = (0..3000)
+        .map(|i| format!("(id = {i} AND id > -1)"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            &format!("SELECT count(*) AS n FROM big WHERE {ors}"),
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(out, "n\n2999\n");
+}

@@ -172,7 +172,11 @@ impl Converter<'_> {
         if back != *v {
             return None;
         }
-        cast.to_array().ok()
+        // -0.0 is +0.0 in SQL comparisons: normalized before bounds are
+        // merged (`x > -0.0 AND x >= 0.0` must stay `x > 0.0`).
+        Some(fathom_index::query::normalize_zero(
+            cast.to_array().ok()?.as_ref(),
+        ))
     }
 
     fn compare(&self, col: &str, op: Operator, v: &ScalarValue) -> Option<IndexExpr> {
@@ -209,32 +213,59 @@ impl Converter<'_> {
 
     /// Converts `e`, or `None` if some part has no usable index.
     pub fn convert(&self, e: &Expr, negated: bool) -> Option<IndexExpr> {
+        self.convert_at(e, negated, 0)
+    }
+
+    /// Nesting deeper than this is left to the residual filter: a bound on
+    /// recursion, so no filter can exhaust the stack here. (A chain of one
+    /// operator, `a OR b OR c ...`, is flattened without recursion and does
+    /// not count towards it.)
+    const MAX_DEPTH: usize = 64;
+
+    fn convert_at(&self, e: &Expr, negated: bool, depth: usize) -> Option<IndexExpr> {
+        if depth > Self::MAX_DEPTH {
+            return None;
+        }
         match e {
-            Expr::Not(inner) => self.convert(inner, !negated),
+            Expr::Not(inner) => self.convert_at(inner, !negated, depth + 1),
             Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::And,
-                right,
-            })
-            | Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::Or,
-                right,
+                op: op @ (Operator::And | Operator::Or),
+                ..
             }) => {
-                let (a, b) = (self.convert(left, negated)?, self.convert(right, negated)?);
-                let is_and = matches!(
-                    e,
-                    Expr::BinaryExpr(BinaryExpr {
-                        op: Operator::And,
-                        ..
-                    })
-                );
+                // Operands of the chain of `op`, left to right, found with an
+                // explicit stack.
+                let mut operands = Vec::new();
+                let mut stack = vec![e];
+                while let Some(x) = stack.pop() {
+                    match x {
+                        Expr::BinaryExpr(BinaryExpr { left, op: o, right }) if o == op => {
+                            stack.push(right);
+                            stack.push(left);
+                        }
+                        other => operands.push(other),
+                    }
+                }
+                let mut parts = operands
+                    .into_iter()
+                    .map(|x| self.convert_at(x, negated, depth + 1))
+                    .collect::<Option<Vec<_>>>()?;
                 // De Morgan: NOT (a AND b) = NOT a OR NOT b.
-                Some(if is_and != negated {
-                    and(a, b)
-                } else {
-                    IndexExpr::Or(Box::new(a), Box::new(b))
-                })
+                let is_and = (*op == Operator::And) != negated;
+                // Combined pairwise, so the result is a balanced tree (depth
+                // log n) whatever the length of the chain.
+                while parts.len() > 1 {
+                    let mut next = Vec::with_capacity(parts.len().div_ceil(2));
+                    let mut it = parts.into_iter();
+                    while let Some(a) = it.next() {
+                        next.push(match it.next() {
+                            Some(b) if is_and => and(a, b),
+                            Some(b) => IndexExpr::Or(Box::new(a), Box::new(b)),
+                            None => a,
+                        });
+                    }
+                    parts = next;
+                }
+                parts.pop()
             }
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
                 let (col, op, v) =
