@@ -407,3 +407,111 @@ fn very_long_or_filters() {
     ));
     assert_eq!(out, "n\n2999\n");
 }
+
+/// Imports of the types users bring: embeddings whose list child is named
+/// `element` (as pyarrow writes them), CSV appends cast to the table's
+/// types, and clear refusals naming the column.
+#[test]
+fn imports_take_the_tables_form() {
+    use arrow_array::{Array, FixedSizeListArray, Float32Array};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let item = Arc::new(Field::new("element", DataType::Float32, true));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("emb", DataType::FixedSizeList(item.clone(), 4), true),
+    ]));
+    let values = Float32Array::from_iter_values((0..40).map(|i| i as f32));
+    let emb = FixedSizeListArray::try_new(item, 4, Arc::new(values), None).unwrap();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from_iter_values(0..10)), Arc::new(emb)],
+    )
+    .unwrap();
+    assert_eq!(batch.column(1).len(), 10);
+    let pq = d.join("emb.parquet");
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    ok(&fathom(
+        d,
+        &["import", "emb.parquet", "fathom-data/e.lance"],
+    ));
+    ok(&fathom(
+        d,
+        &[
+            "import",
+            "emb.parquet",
+            "fathom-data/e.lance",
+            "--mode",
+            "append",
+        ],
+    ));
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT count(*) AS n, sum(emb[2]) AS s FROM e",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(out, "n,s\n20,380.0\n");
+
+    // CSV appended to an Int32 table: cast; a value that does not fit is an error.
+    ok(&fathom(
+        d,
+        &["sql", "-c", "CREATE TABLE n32 (a INT NOT NULL, b VARCHAR)"],
+    ));
+    std::fs::write(d.join("ok.csv"), "a,b\n1,x\n2,y\n").unwrap();
+    std::fs::write(d.join("big.csv"), "a,b\n3000000000,z\n").unwrap();
+    ok(&fathom(
+        d,
+        &[
+            "import",
+            "ok.csv",
+            "fathom-data/n32.lance",
+            "--mode",
+            "append",
+        ],
+    ));
+    let e = err(&fathom(
+        d,
+        &[
+            "import",
+            "big.csv",
+            "fathom-data/n32.lance",
+            "--mode",
+            "append",
+        ],
+    ));
+    assert!(e.contains("column 'a'") && e.contains("3000000000"), "{e}");
+    let e = err(&fathom(
+        d,
+        &["sql", "-c", "INSERT INTO n32 VALUES (5, 'x'), (NULL, 'y')"],
+    ));
+    assert!(e.contains("column 'a' is NOT NULL"), "{e}");
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT sum(a) AS s FROM n32",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(out, "s\n3\n");
+
+    // Names Lance refuses, and columns with no type, are refused up front.
+    std::fs::write(d.join("dot.csv"), "x.y\n1\n").unwrap();
+    let e = err(&fathom(d, &["import", "dot.csv", "dot.lance"]));
+    assert!(e.contains("\"x.y\""), "{e}");
+    assert!(!d.join("dot.lance").exists());
+    std::fs::write(d.join("nul.csv"), "a,b\n1,\n2,\n").unwrap();
+    let e = err(&fathom(d, &["import", "nul.csv", "nul.lance"]));
+    assert!(e.contains("column 'b'"), "{e}");
+}

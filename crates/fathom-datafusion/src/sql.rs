@@ -245,6 +245,26 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<Output>> {
 
 /// Runs one parsed statement.
 pub async fn run_statement(ctx: &SessionContext, stmt: DFStatement) -> Result<Output> {
+    let insert_target = match &stmt {
+        DFStatement::Statement(s) => match s.as_ref() {
+            Statement::Insert(ins) => Some(ins.table.to_string()),
+            _ => None,
+        },
+        _ => None,
+    };
+    match run_statement_inner(ctx, stmt).await {
+        Err(e) if insert_target.is_some() => {
+            let name = insert_target.unwrap();
+            match ctx.table_provider(name.as_str()).await {
+                Ok(t) => Err(name_values_column(e, &t.schema())),
+                Err(_) => Err(e),
+            }
+        }
+        r => r,
+    }
+}
+
+async fn run_statement_inner(ctx: &SessionContext, stmt: DFStatement) -> Result<Output> {
     if let DFStatement::Statement(s) = &stmt
         && let Some(r) = fathom_statement(ctx, s).await?
     {
@@ -310,4 +330,27 @@ async fn directory_ddl(ctx: &SessionContext, plan: &LogicalPlan) -> Result<Optio
     dir.write_table(name, arrow_schema, stream, cmt.or_replace)
         .await?;
     Ok(Some(empty))
+}
+
+/// DataFusion plans `INSERT ... VALUES` with positional names (`column1`,
+/// ...) and its values check then reports a NULL in a NOT NULL column by
+/// that name; say which column of the table it is.
+pub(crate) fn name_values_column(
+    e: DataFusionError,
+    table: &arrow_schema::Schema,
+) -> DataFusionError {
+    let msg = e.to_string();
+    let Some(rest) = msg.split("Column 'column").nth(1) else {
+        return e;
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    match digits.parse::<usize>() {
+        Ok(n) if n >= 1 && n <= table.fields().len() && msg.contains("non-nullable") => {
+            DataFusionError::Execution(format!(
+                "column '{}' is NOT NULL but the inserted rows have NULL in it",
+                table.field(n - 1).name()
+            ))
+        }
+        _ => e,
+    }
 }

@@ -106,6 +106,19 @@ pub fn logical_type(dt: &DataType) -> Result<String> {
     })
 }
 
+/// Lance refuses top-level field names holding `.` (its path separator
+/// for nested fields): a dataset with one would not open in pylance, so it is refused
+/// before anything is written.
+pub fn check_field_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('.') {
+        return Err(Error::invalid(format!(
+            "column name {name:?} cannot be stored: Lance field names must be non-empty and \
+             contain no '.' (rename it, e.g. with SELECT \"{name}\" AS ...)"
+        )));
+    }
+    Ok(())
+}
+
 /// Fixed-width types: stored as one Flat buffer (plus validity).
 pub fn is_fixed_width(dt: &DataType) -> bool {
     dt.is_primitive() || matches!(dt, DataType::Boolean | DataType::FixedSizeBinary(_))
@@ -133,6 +146,7 @@ pub fn parse_logical_type(s: &str) -> Option<DataType> {
         "large_binary" => Some(LargeBinary),
         "date32:day" => Some(Date32),
         "date64:ms" => Some(Date64),
+        "null" => Some(Null),
         _ => None,
     };
     if simple.is_some() {
@@ -171,7 +185,15 @@ pub fn parse_logical_type(s: &str) -> Option<DataType> {
 impl LanceField {
     /// Builds a field (and its children) from Arrow, taking ids from `next_id`.
     pub fn from_arrow(field: &Field, next_id: &mut i32) -> Result<Self> {
-        let logical_type = logical_type(field.data_type())?;
+        let logical_type = logical_type(field.data_type()).map_err(|e| {
+            let hint = if field.data_type() == &DataType::Null {
+                " (its values are all NULL or it has none, so no type could be inferred: \
+                 cast it to a type, e.g. CAST(NULL AS VARCHAR))"
+            } else {
+                ""
+            };
+            Error::invalid(format!("column '{}': {e}{hint}", field.name()))
+        })?;
         let id = *next_id;
         *next_id += 1;
         let children = match field.data_type() {
@@ -279,7 +301,10 @@ impl LanceSchema {
             fields: schema
                 .fields()
                 .iter()
-                .map(|f| LanceField::from_arrow(f, next_id))
+                .map(|f| {
+                    check_field_name(f.name())?;
+                    LanceField::from_arrow(f, next_id)
+                })
                 .collect::<Result<Vec<_>>>()?,
             metadata: schema.metadata().clone(),
         })

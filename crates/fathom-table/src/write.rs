@@ -39,39 +39,67 @@ impl Default for WriteParams {
     }
 }
 
-/// Checks that a batch matches the dataset schema (names and types).
-pub fn check_batch(schema: &arrow_schema::Schema, batch: &RecordBatch) -> Result<()> {
+/// `batch` in the table's form: columns matched by name, each cast to the
+/// table's type where it differs (child field names such as pyarrow's
+/// `element`, nullability flags and metadata, or a wider or narrower type
+/// such as an Int64 CSV column appended to an Int32 table; a value that
+/// does not fit is an error, never a silent NULL), and NULLs refused in
+/// NOT NULL columns. Every error names the column.
+pub fn conform_batch(schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> Result<RecordBatch> {
     let got = batch.schema();
+    let names = |s: &arrow_schema::Schema| {
+        s.fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if got.fields().len() != schema.fields().len() {
         return Err(Error::invalid(format!(
             "data has {} columns ({}) but the table has {} ({})",
             got.fields().len(),
-            got.fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            names(&got),
             schema.fields().len(),
-            schema
-                .fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            names(schema),
         )));
     }
-    for (w, g) in schema.fields().iter().zip(got.fields()) {
-        if w.name() != g.name() || !w.data_type().equals_datatype(g.data_type()) {
+    let opts = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (i, want) in schema.fields().iter().enumerate() {
+        // By name; by position when the names differ only in case or the
+        // data's names are positional (column1, ... from VALUES).
+        let j = got.index_of(want.name()).unwrap_or(i);
+        let col = batch.column(j);
+        let col = if col.data_type() == want.data_type() {
+            col.clone()
+        } else {
+            arrow_cast::cast_with_options(col, want.data_type(), &opts).map_err(|e| {
+                Error::invalid(format!(
+                    "column '{}': cannot store {} as the table's {}: {e}",
+                    want.name(),
+                    col.data_type(),
+                    want.data_type()
+                ))
+            })?
+        };
+        if !want.is_nullable() && col.logical_null_count() > 0 {
             return Err(Error::invalid(format!(
-                "column '{}' of type {} does not match the table's column '{}' of type {}",
-                g.name(),
-                g.data_type(),
-                w.name(),
-                w.data_type()
+                "column '{}' is NOT NULL but {} of the rows written have NULL in it",
+                want.name(),
+                col.logical_null_count()
             )));
         }
+        columns.push(col);
     }
-    Ok(())
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+    .map_err(|e| Error::invalid(format!("data does not fit the table schema: {e}")))
 }
 
 fn all_ids(schema: &LanceSchema) -> Vec<i32> {
@@ -148,10 +176,7 @@ impl FragmentWriter {
 
     /// Appends a batch (checked against the table schema).
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        check_batch(&self.arrow_schema, batch)?;
-        // Re-label the batch with the table schema (nullability, metadata).
-        let batch = RecordBatch::try_new(self.arrow_schema.clone(), batch.columns().to_vec())
-            .map_err(|e| Error::invalid(format!("data does not fit the table schema: {e}")))?;
+        let batch = conform_batch(&self.arrow_schema, batch)?;
         let max = self.params.max_rows_per_file.max(1);
         let mut offset = 0;
         while offset < batch.num_rows() {

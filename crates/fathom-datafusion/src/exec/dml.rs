@@ -130,7 +130,11 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
             };
             let mut batches_for_overwrite = Vec::new();
             let mut rows = 0u64;
-            while let Some(batch) = stream.try_next().await? {
+            while let Some(batch) = stream
+                .try_next()
+                .await
+                .map_err(|e| crate::sql::name_values_column(e, &table_schema))?
+            {
                 // Drop virtual columns DataFusion filled with NULLs.
                 let cols: Vec<ArrayRef> = batch.columns()[..n_fields].to_vec();
                 let batch = RecordBatch::try_new(table_schema.clone(), cols).map_err(|e| {
