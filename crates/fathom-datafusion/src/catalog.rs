@@ -176,13 +176,29 @@ impl SchemaProvider for DirectorySchema {
         if !self.on_disk().iter().any(|n| n == name) {
             return Ok(None);
         }
-        let ds = Dataset::open(&self.uri(name)).await.map_err(to_df)?;
+        let ds = Dataset::open(&self.uri(name)).await.map_err(|e| {
+            DataFusionError::Execution(format!("table '{name}' cannot be opened: {e}"))
+        })?;
         let t: Arc<dyn TableProvider> = Arc::new(FathomTable::new(ds, TableOptions::default()));
         self.opened
             .write()
             .unwrap()
             .insert(name.to_string(), t.clone());
         Ok(Some(t))
+    }
+
+    /// Every dataset of the directory is a base table: listing them
+    /// (`SHOW TABLES`) opens none, so one unreadable dataset does not hide
+    /// the others (querying it gives the error that names it).
+    async fn table_type(&self, name: &str) -> Result<Option<datafusion::datasource::TableType>> {
+        if let Some(t) = self.registered.read().unwrap().get(name) {
+            return Ok(Some(t.table_type()));
+        }
+        Ok(self
+            .on_disk()
+            .iter()
+            .any(|n| n == name)
+            .then_some(datafusion::datasource::TableType::Base))
     }
 
     fn register_table(

@@ -75,6 +75,18 @@ impl TableProviderFactory for FathomTableFactory {
         _state: &dyn Session,
         cmd: &CreateExternalTable,
     ) -> Result<Arc<dyn TableProvider>> {
+        // Unknown keys are refused (a misspelt option must not be ignored).
+        const KNOWN: [&str; 3] = ["version", "with_row_id", "with_row_addr"];
+        for k in cmd.options.keys() {
+            let k = k.to_ascii_lowercase();
+            let bare = k.strip_prefix("format.").unwrap_or(&k);
+            if !KNOWN.contains(&bare) {
+                return Err(DataFusionError::Plan(format!(
+                    "unknown option '{bare}' for a Lance table (known: {})",
+                    KNOWN.join(", ")
+                )));
+            }
+        }
         let options = TableOptions {
             with_row_id: flag(cmd, "with_row_id")?,
             with_row_addr: flag(cmd, "with_row_addr")?,

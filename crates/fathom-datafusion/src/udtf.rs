@@ -36,13 +36,28 @@ impl TableFunctionImpl for LanceTableFunction {
             ) => s.clone(),
             _ => return Err(usage()),
         };
-        let version = match exprs
-            .get(1)
-            .map(|e| literal(e).and_then(|v| v.cast_to(&arrow_schema::DataType::UInt64).ok()))
-        {
+        // A version is a whole number: 1.5 or '2' is an error, not version 1 or 2.
+        let version = match exprs.get(1) {
             None => None,
-            Some(Some(ScalarValue::UInt64(Some(v)))) => Some(v),
-            Some(_) => return Err(usage()),
+            Some(e) => match literal(e) {
+                Some(v) if v.data_type().is_integer() && !v.is_null() => {
+                    match v.cast_to(&arrow_schema::DataType::UInt64) {
+                        Ok(ScalarValue::UInt64(Some(n))) => Some(n),
+                        _ => {
+                            return Err(DataFusionError::Plan(format!(
+                                "lance_table: version must be a positive whole number, got {v}"
+                            )));
+                        }
+                    }
+                }
+                Some(v) => {
+                    return Err(DataFusionError::Plan(format!(
+                        "lance_table: version must be a whole number, got {v} ({})",
+                        v.data_type()
+                    )));
+                }
+                None => return Err(usage()),
+            },
         };
         if exprs.len() > 2 {
             return Err(usage());

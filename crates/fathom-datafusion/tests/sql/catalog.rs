@@ -131,3 +131,36 @@ async fn drop_racing_with_inserts_leaves_no_broken_table() {
         }
     }
 }
+
+/// One unreadable dataset does not hide the others from SHOW TABLES, and
+/// querying it names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_tables_survives_a_broken_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = new_session(Some(dir.path())).unwrap();
+    run(&ctx, "CREATE TABLE good AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    run(&ctx, "CREATE TABLE bad AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    let versions = dir.path().join("bad.lance/_versions");
+    for f in std::fs::read_dir(&versions).unwrap() {
+        std::fs::write(f.unwrap().path(), b"not a manifest").unwrap();
+    }
+    let ctx = new_session(Some(dir.path())).unwrap();
+    let out = run_sql(&ctx, "SHOW TABLES").await.unwrap();
+    let text = arrow_cast::pretty::pretty_format_batches(&out[0].1)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("good") && text.contains("bad"), "{text}");
+    let err = run(&ctx, "SELECT * FROM bad")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("table 'bad' cannot be opened"), "{err}");
+    assert_eq!(
+        ids(&ctx, "SELECT CAST(x AS BIGINT) FROM good").await,
+        vec![1]
+    );
+}
