@@ -196,9 +196,16 @@ fn demo_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = ok(&fathom(dir.path(), &["demo"]));
     assert!(
-        out.contains("98000") && out.contains("100000") && out.contains("FragmentScanExec"),
+        out.contains("98980") && out.contains("100000") && out.contains("FragmentScanExec"),
         "{out}"
     );
+    // The demo shows indexes at work: the index branch of the plan beside
+    // a flat scan of the rows appended after the index, and timings.
+    assert!(
+        out.contains("demo_id") && out.contains("ScalarIndexExec") && out.contains("UnionExec"),
+        "{out}"
+    );
+    assert!(out.contains("(B-tree index)") && out.contains("(full scan)"), "{out}");
     // Idempotent.
     ok(&fathom(dir.path(), &["demo"]));
 }
