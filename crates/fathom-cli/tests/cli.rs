@@ -205,7 +205,10 @@ fn demo_runs() {
         out.contains("demo_id") && out.contains("ScalarIndexExec") && out.contains("UnionExec"),
         "{out}"
     );
-    assert!(out.contains("(B-tree index)") && out.contains("(full scan)"), "{out}");
+    assert!(
+        out.contains("(B-tree index)") && out.contains("(full scan)"),
+        "{out}"
+    );
     // Idempotent.
     ok(&fathom(dir.path(), &["demo"]));
 }

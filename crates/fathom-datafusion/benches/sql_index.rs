@@ -21,7 +21,7 @@ use fathom_index::{IndexKind, create_index};
 use fathom_table::{Dataset, WriteMode, WriteParams};
 
 /// (label, SQL with `{}` for the table, pylance filter, pylance columns).
-const QUERIES: [(&str, &str, &str, &str); 6] = [
+const FIXED: [(&str, &str, &str, &str); 6] = [
     (
         "point lookup (btree)",
         "SELECT * FROM {} WHERE id = 123456",
@@ -60,9 +60,30 @@ const QUERIES: [(&str, &str, &str, &str); 6] = [
     ),
 ];
 
+/// `IN` lists of `n` ids spread over the table (one B-tree search for the
+/// whole sorted list, not one per value).
+fn in_list(n: usize, rows: usize) -> (String, String, String, String) {
+    let ids: Vec<String> = (0..n)
+        .map(|i| ((i * 7919 + 13) % rows).to_string())
+        .collect();
+    let filter = format!("id IN ({})", ids.join(", "));
+    (
+        format!("IN of {n} ids (btree)"),
+        format!("SELECT id, x FROM {{}} WHERE {filter}"),
+        filter,
+        "id,x".to_string(),
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let rows = common::rows();
+    let mut queries: Vec<(String, String, String, String)> = FIXED
+        .iter()
+        .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+        .collect();
+    queries.push(in_list(1_000, rows));
+    queries.push(in_list(10_000, rows));
     let dir = tempfile::tempdir().unwrap();
     let batches = table(rows);
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
@@ -125,7 +146,7 @@ async fn main() {
             .join("../../tests/interop/pylance_bench.py");
         let mut cmd = Command::new(&py);
         cmd.arg(script).arg(&copy);
-        for (_, _, f, c) in QUERIES {
+        for (_, _, f, c) in &queries {
             cmd.arg(format!("{c}|{f}"));
         }
         let out = cmd.output().unwrap();
@@ -158,7 +179,7 @@ async fn main() {
         "ours/pylance",
         "exec only"
     );
-    for (i, (label, q, _, _)) in QUERIES.iter().enumerate() {
+    for (i, (label, q, _, _)) in queries.iter().enumerate() {
         let (tq, fq, pq) = (
             q.replace("{}", "t"),
             q.replace("{}", "full"),
