@@ -12,19 +12,9 @@ use fathom_table::{Dataset, WriteMode, WriteParams};
 
 #[test]
 fn pylance_uses_our_indexes() {
-    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
-    if !Command::new(&py)
-        .args(["-c", "import lance"])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        assert!(
-            std::env::var("FATHOM_REQUIRE_PYLANCE").is_err(),
-            "pylance required"
-        );
-        eprintln!("SKIPPED: pylance not installed");
+    let Some(py) = fathom_testing::pylance_python() else {
         return;
-    }
+    };
     // Without and with stable row ids (then our bitmap stores row ids and
     // our B-tree is index_version 1 with addresses, as pylance's are).
     for stable in [false, true] {

@@ -13,19 +13,9 @@ use super::common::ids;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pylance_indexes_on_stable_row_ids() {
-    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
-    if !Command::new(&py)
-        .args(["-c", "import lance"])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        assert!(
-            std::env::var("FATHOM_REQUIRE_PYLANCE").is_err(),
-            "pylance required"
-        );
-        eprintln!("SKIPPED: pylance not installed");
+    let Some(py) = fathom_testing::pylance_python() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/interop/pylance_stable_index.py");
