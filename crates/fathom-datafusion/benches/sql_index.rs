@@ -98,9 +98,9 @@ async fn main() {
     let mut ds = base.clone();
     let mut builds = vec![];
     for (name, col, kind) in [
-        ("id_idx", "id", IndexKind::BTree),
-        ("cat_idx", "cat", IndexKind::Bitmap),
-        ("ts_idx", "ts", IndexKind::ZoneMap),
+        ("id_idx", "id", IndexKind::BTREE),
+        ("cat_idx", "cat", IndexKind::BITMAP),
+        ("ts_idx", "ts", IndexKind::ZONEMAP),
     ] {
         let t = Instant::now();
         ds = create_index(&ds, name, col, kind).await.unwrap();

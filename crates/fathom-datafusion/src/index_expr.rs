@@ -16,7 +16,7 @@ use std::ops::Bound;
 use arrow_array::ArrayRef;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use fathom_index::{IndexKind, ScalarQuery};
+use fathom_index::{Exactness, IndexKind, ScalarQuery};
 
 /// An index usable for a column.
 #[derive(Debug, Clone)]
@@ -40,13 +40,12 @@ pub enum IndexExpr {
 }
 
 impl IndexExpr {
-    /// Whether the result is exact (no zone-map leaf other than IS NULL).
-    pub fn is_exact(&self) -> bool {
+    /// How exact the result is, as each leaf's kind states for its query
+    /// (`None`: a superset meets a subset, which no recheck can repair).
+    pub fn exactness(&self) -> Option<Exactness> {
         match self {
-            IndexExpr::Query { kind, query, .. } => {
-                *kind != IndexKind::ZoneMap || matches!(query, ScalarQuery::IsNull)
-            }
-            IndexExpr::And(a, b) | IndexExpr::Or(a, b) => a.is_exact() && b.is_exact(),
+            IndexExpr::Query { kind, query, .. } => Some(kind.exactness(query)),
+            IndexExpr::And(a, b) | IndexExpr::Or(a, b) => a.exactness()?.combine(b.exactness()?),
         }
     }
 

@@ -11,7 +11,7 @@
 //! - [`LanceTableFunction`]: `lance_table('<uri>', version)` (time travel).
 //!
 //! ```text
-//! TableProvider::scan ─► planner::plan_flat (pure) ─► FragmentScanExec
+//! TableProvider::scan ─► plan::plan_scan (pure) ─► ScanPlan ─► plan::lower ─► exec nodes
 //! ```
 
 pub mod catalog;
@@ -19,7 +19,7 @@ pub mod error;
 pub mod exec;
 pub mod factory;
 pub mod index_expr;
-pub mod planner;
+pub mod plan;
 pub mod provider;
 pub mod pruning;
 pub mod sql;

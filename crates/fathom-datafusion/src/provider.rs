@@ -1,6 +1,6 @@
 //! `FathomTable`: a dataset as a DataFusion table. `scan()` converts the
-//! request and delegates: the planner builds a plan value, which is
-//! lowered to execution nodes here.
+//! request and delegates: `plan::plan_scan` builds the plan value,
+//! `plan::lower` turns it into execution nodes.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -22,15 +22,7 @@ use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 
 use crate::error::to_df;
 use crate::exec::dml::{DmlExec, DmlKind};
-use crate::exec::exclusion::ExclusionExec;
-use crate::exec::index_scan::ScalarIndexExec;
-use crate::exec::scan::FragmentScanExec;
-use crate::exec::take::TakeExec;
-use crate::planner::{MIN_ROWS_PER_PARTITION, plan_flat, plan_index};
-use datafusion::physical_expr::expressions::Column as PhysColumn;
-use datafusion::physical_expr::projection::ProjectionExpr;
-use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::union::UnionExec;
+use crate::plan::{LowerContext, MIN_ROWS_PER_PARTITION, ScanRequest, Snapshot, lower, plan_scan};
 
 /// The dataset behind a table, refreshed to the latest version unless
 /// pinned to one (time travel).
@@ -161,15 +153,21 @@ impl FathomTable {
         self.state.pinned
     }
 
-    /// Maps a column of this table's schema to what the reader produces.
-    fn projection_for(&self, ds: &Dataset, columns: &BTreeSet<usize>) -> Result<Projection> {
-        let n = ds.schema().fields().len();
+    /// Fails if the dataset's columns changed since registration.
+    fn check_schema(&self, ds: &Dataset) -> Result<()> {
         if ds.schema().fields().len() + self.virtual_names().len() != self.schema.fields().len() {
             return Err(DataFusionError::Plan(format!(
                 "the schema of {} changed since the table was registered; register it again",
                 ds.uri()
             )));
         }
+        Ok(())
+    }
+
+    /// Maps a column of this table's schema to what the reader produces.
+    fn projection_for(&self, ds: &Dataset, columns: &BTreeSet<usize>) -> Result<Projection> {
+        self.check_schema(ds)?;
+        let n = ds.schema().fields().len();
         let mut p = Projection {
             fields: vec![],
             with_row_id: false,
@@ -201,14 +199,7 @@ impl FathomTable {
 
     /// Indices (into this table's schema) of the columns `e` references.
     fn columns_of(&self, e: &Expr) -> Result<BTreeSet<usize>> {
-        e.column_refs()
-            .iter()
-            .map(|c| {
-                self.schema
-                    .index_of(c.name())
-                    .map_err(|_| DataFusionError::Plan(format!("no column named '{}'", c.name())))
-            })
-            .collect()
+        crate::plan::columns_of(&self.schema, e)
     }
 
     /// Builds the physical filter for `filters` against the read schema.
@@ -292,158 +283,36 @@ impl TableProvider for FathomTable {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let ds = self.state.latest().await?;
-        let output: Vec<usize> = projection
-            .cloned()
-            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        let mut needed: BTreeSet<usize> = output.iter().copied().collect();
-        for f in filters {
-            needed.extend(self.columns_of(f)?);
-        }
-        let read = self.projection_for(&ds, &needed)?;
-        let read_schema = read.schema(ds.schema());
-        // Read batches hold the needed columns in ascending table order.
-        let order: Vec<usize> = needed.iter().copied().collect();
-        let output_idx: Vec<usize> = output
-            .iter()
-            .map(|c| order.iter().position(|o| o == c).unwrap())
-            .collect();
-        let out_schema = Arc::new(self.schema.project(&output)?);
-        let stripped: Vec<Expr> = filters
-            .iter()
-            .cloned()
-            .map(strip_qualifiers)
-            .collect::<Result<_>>()?;
-        let index = plan_index(ds.manifest(), ds.schema(), &stripped);
-        let flat_fragments: Vec<fathom_table::Fragment> = match &index {
-            Some(ip) => ds
-                .fragments()
-                .iter()
-                .filter(|f| !ip.covered.contains(&f.id))
+        self.check_schema(&ds)?;
+        let request = ScanRequest {
+            output: projection
                 .cloned()
-                .collect(),
-            None => ds.fragments().to_vec(),
+                .unwrap_or_else(|| (0..self.schema.fields().len()).collect()),
+            filters: filters
+                .iter()
+                .cloned()
+                .map(strip_qualifiers)
+                .collect::<Result<_>>()?,
+            limit,
+            target_partitions: state.config().target_partitions(),
+            min_rows_per_partition: self.options.min_rows_per_partition,
+            zone_pruning: self.options.zone_pruning,
         };
-        let flat: Option<Arc<dyn ExecutionPlan>> = if index.is_none() || !flat_fragments.is_empty()
-        {
-            let flat_filter = self.physical_filter(state, filters, &read_schema)?;
-            let plan = plan_flat(
-                &flat_fragments,
-                state.config().target_partitions(),
-                self.options.min_rows_per_partition,
-            );
-            let mut exec = FragmentScanExec::new(
-                ds.clone(),
-                plan,
-                read,
-                output_idx,
-                flat_filter,
-                limit,
-                out_schema.clone(),
-                state.config().batch_size(),
-            );
-            // Zone pruning with DataFusion's PruningPredicate over the table columns.
-            let physical_cols: BTreeSet<usize> = (0..ds.schema().fields().len()).collect();
-            let only_physical = filters.iter().all(|f| {
-                self.columns_of(f)
-                    .map(|c| c.is_subset(&physical_cols))
-                    .unwrap_or(false)
-            });
-            if only_physical
-                && self.options.zone_pruning
-                && let Some(f) = self.physical_filter(state, filters, ds.schema())?
-                && let Some(p) =
-                    datafusion::physical_optimizer::pruning::PruningPredicateBuilder::new()
-                        .with_file_schema(ds.schema().clone())
-                        .build(f)
-            {
-                exec = exec.with_pruning(p);
-            }
-            // Late materialization when the output needs more than the filter reads.
-            let mut filter_cols = BTreeSet::new();
-            for f in filters {
-                filter_cols.extend(self.columns_of(f)?);
-            }
-            if !filters.is_empty() && !output.iter().all(|c| filter_cols.contains(c)) {
-                let cols = self.projection_for(&ds, &filter_cols)?;
-                if let Some(f) = self.physical_filter(state, filters, &cols.schema(ds.schema()))? {
-                    exec = exec.with_prefilter(cols, f);
-                }
-            }
-            Some(Arc::new(exec))
-        } else {
-            None
+        let snapshot = Snapshot {
+            manifest: ds.manifest(),
+            schema: ds.schema(),
+            table_schema: &self.schema,
         };
-        let Some(ip) = index else {
-            return Ok(flat.unwrap());
-        };
-        // Index branch: search -> exclusion -> [take + recheck] -> take -> projection.
-        let search: Arc<dyn ExecutionPlan> = Arc::new(ScalarIndexExec::new(
-            ds.clone(),
-            ip.expr.clone(),
-            self.index_cache.clone(),
-            state.config().batch_size(),
-        ));
-        let mut branch: Arc<dyn ExecutionPlan> =
-            Arc::new(ExclusionExec::new(search, ds.clone(), ip.covered.clone()));
-        let mut recheck_cols = BTreeSet::new();
-        for f in &ip.recheck_filters {
-            recheck_cols.extend(self.columns_of(f)?);
-        }
-        // When the output needs only columns the recheck reads, one take suffices.
-        let single_take = ip.recheck && output.iter().all(|c| recheck_cols.contains(c));
-        if ip.recheck && !single_take {
-            // Narrow take of the recheck columns (and addresses), rechecked in
-            // place, keeping the addresses of the survivors: the last take
-            // reads only those.
-            let mut read = self.projection_for(&ds, &recheck_cols)?;
-            read.with_row_addr = true;
-            let schema = read.schema(ds.schema());
-            let predicate = self
-                .physical_filter(state, &ip.recheck_filters, &schema)?
-                .expect("a recheck has a filter");
-            let addr = schema.index_of(ROW_ADDR)?;
-            branch = Arc::new(
-                TakeExec::new(branch, ds.clone(), read, None)
-                    .with_recheck(predicate, Some(vec![addr]))?,
-            );
-        }
-        let take_cols: BTreeSet<usize> = if single_take {
-            recheck_cols
-        } else {
-            output.iter().copied().collect()
-        };
-        let take_read = self.projection_for(&ds, &take_cols)?;
-        let take_schema = take_read.schema(ds.schema());
-        let mut take = TakeExec::new(
-            branch,
-            ds.clone(),
-            take_read,
-            if ip.recheck { None } else { limit },
-        );
-        if single_take {
-            let predicate = self
-                .physical_filter(state, &ip.recheck_filters, &take_schema)?
-                .expect("a recheck has a filter");
-            take = take.with_recheck(predicate, None)?;
-        }
-        let branch: Arc<dyn ExecutionPlan> = Arc::new(take);
-        let order: Vec<usize> = take_cols.iter().copied().collect();
-        let exprs: Vec<ProjectionExpr> = output
-            .iter()
-            .map(|c| {
-                let i = order.iter().position(|o| o == c).unwrap();
-                let name = take_schema.field(i).name().clone();
-                ProjectionExpr {
-                    expr: Arc::new(PhysColumn::new(&name, i)) as Arc<dyn PhysicalExpr>,
-                    alias: self.schema.field(*c).name().clone(),
-                }
-            })
-            .collect();
-        let branch: Arc<dyn ExecutionPlan> = Arc::new(ProjectionExec::try_new(exprs, branch)?);
-        match flat {
-            None => Ok(branch),
-            Some(flat) => UnionExec::try_new(vec![branch, flat]),
-        }
+        let plan = plan_scan(snapshot, &request)?;
+        lower(
+            &plan,
+            &LowerContext {
+                session: state,
+                dataset: &ds,
+                table_schema: &self.schema,
+                cache: &self.index_cache,
+            },
+        )
     }
 
     async fn insert_into(

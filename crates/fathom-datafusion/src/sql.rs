@@ -74,7 +74,7 @@ async fn fathom_statement(
                 }
             };
             let kind = match &ci.using {
-                None | Some(IndexType::BTree) => IndexKind::BTree,
+                None | Some(IndexType::BTree) => IndexKind::BTREE,
                 Some(IndexType::Custom(id)) => IndexKind::parse(&id.value).map_err(idx_err)?,
                 Some(other) => IndexKind::parse(&other.to_string()).map_err(idx_err)?,
             };

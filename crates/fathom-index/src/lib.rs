@@ -14,23 +14,21 @@
 //! fragments the segment no longer covers (see fathom-datafusion).
 //! No DataFusion dependency.
 
-pub mod bitmap;
-pub mod btree;
 pub mod cache;
 pub mod error;
 pub mod io;
 pub mod kind;
+pub mod kinds;
 pub mod lifecycle;
 pub mod pages;
 pub mod query;
 pub mod rowaddr_map;
 pub mod segment;
-pub mod zonemap;
 
 pub use cache::IndexCache;
 pub use error::{Error, Result};
-pub use kind::IndexKind;
+pub use kind::{IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
 pub use lifecycle::{
     IndexInfo, create_index, drop_index, extend_index, list_indexes, rebuild_index,
 };
-pub use query::{ScalarQuery, SearchResult};
+pub use query::{Exactness, RankedResult, ScalarQuery, SearchResult};

@@ -4,18 +4,15 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::UInt64Type;
-use arrow_schema::DataType;
 use fathom_table::format::IndexMetadata;
 use fathom_table::{Dataset, Operation, ROW_ADDR, ROW_ID};
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
 use crate::kind::{IndexKind, StoredIds};
 use crate::segment::usable;
-use crate::{bitmap, btree, zonemap};
 
 /// What `list_indexes` reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,18 +27,6 @@ pub struct IndexInfo {
     pub uncovered_fragments: Vec<u64>,
 }
 
-fn indexable(dt: &DataType) -> bool {
-    (dt.is_primitive() && !matches!(dt, DataType::Float16))
-        || matches!(
-            dt,
-            DataType::Boolean
-                | DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Binary
-                | DataType::LargeBinary
-        )
-}
-
 /// Builds one segment over `fragments` (current, by id).
 pub async fn build_segment(
     ds: &Dataset,
@@ -54,7 +39,7 @@ pub async fn build_segment(
         .schema()
         .field_with_name(column)
         .map_err(|_| Error::InvalidInput(format!("no column named '{column}' to index")))?;
-    if !indexable(field.data_type()) {
+    if !kind.supports(field.data_type()) {
         return Err(Error::InvalidInput(format!(
             "cannot build a {kind} index on column '{column}' of type {}",
             field.data_type()
@@ -67,22 +52,19 @@ pub async fn build_segment(
         StoredIds::RowAddress => ROW_ADDR,
         StoredIds::RowId => ROW_ID,
     };
-    let batch = ds
+    // Streamed: each kind decides what it must hold in memory.
+    let batches = ds
         .scan()
         .project(&[column, id_column])?
         .with_fragments(fragments.clone())
         .batch_size(64 * 1024)
-        .collect()
-        .await?;
-    let values = batch.column(0).clone();
-    let ids = batch.column(1).as_primitive::<UInt64Type>().clone();
+        .try_into_stream()
+        .await?
+        .map_err(Error::from)
+        .boxed();
     let uuid = uuid::Uuid::new_v4();
     let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
-    let files = match kind {
-        IndexKind::BTree => btree::build(&dir, &values, &ids).await?,
-        IndexKind::Bitmap => bitmap::build(&dir, &values, &ids).await?,
-        IndexKind::ZoneMap => zonemap::build(&dir, &values, &ids).await?,
-    };
+    let files = kind.build(&dir, field.data_type(), batches).await?;
     Ok(IndexMetadata {
         uuid,
         name: name.to_string(),

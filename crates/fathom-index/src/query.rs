@@ -14,7 +14,7 @@ use arrow_array::{Array, ArrayRef, BooleanArray};
 use arrow_ord::cmp;
 use arrow_ord::ord::make_comparator;
 use arrow_schema::{DataType, SortOptions};
-use roaring::RoaringTreemap;
+use fathom_table::{RowAddress, RowSet};
 
 use crate::error::Result;
 
@@ -31,27 +31,102 @@ pub enum ScalarQuery {
     IsNull,
 }
 
-/// Row addresses an index returned.
+/// How a set of rows relates to the rows that match a query (among the
+/// rows the segment covers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Exactness {
+    /// Exactly the matching rows.
+    Exact,
+    /// A superset: every matching row, maybe more. Rechecked.
+    AtMost,
+    /// A subset: only matching rows, maybe not all (the complement of an
+    /// `AtMost` set). Usable only with the rest found another way.
+    AtLeast,
+}
+
+impl Exactness {
+    /// The exactness of `a AND b` or `a OR b` (the same rule for both):
+    /// `None` when a superset meets a subset, which is neither.
+    pub fn combine(self, other: Exactness) -> Option<Exactness> {
+        use Exactness::*;
+        match (self, other) {
+            (Exact, x) | (x, Exact) => Some(x),
+            (AtMost, AtMost) => Some(AtMost),
+            (AtLeast, AtLeast) => Some(AtLeast),
+            _ => None,
+        }
+    }
+
+    /// The exactness of `NOT a` (over the rows the segment covers).
+    pub fn negate(self) -> Exactness {
+        match self {
+            Exactness::Exact => Exactness::Exact,
+            Exactness::AtMost => Exactness::AtLeast,
+            Exactness::AtLeast => Exactness::AtMost,
+        }
+    }
+
+    /// Whether this result is at least as exact as `planned` promised
+    /// (an exact result satisfies any plan).
+    pub fn satisfies(self, planned: Exactness) -> bool {
+        self == Exactness::Exact || self == planned
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exactness::Exact => "exact",
+            Exactness::AtMost => "at_most",
+            Exactness::AtLeast => "at_least",
+        }
+    }
+}
+
+/// Rows an index returned, with how exact they are.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SearchResult {
-    Exact(RoaringTreemap),
-    AtMost(RoaringTreemap),
+pub struct SearchResult {
+    pub rows: RowSet,
+    pub exactness: Exactness,
 }
 
 impl SearchResult {
-    pub fn rows(&self) -> &RoaringTreemap {
-        match self {
-            SearchResult::Exact(r) | SearchResult::AtMost(r) => r,
+    pub fn exact(rows: impl Into<RowSet>) -> Self {
+        SearchResult {
+            rows: rows.into(),
+            exactness: Exactness::Exact,
         }
     }
-    pub fn into_rows(self) -> RoaringTreemap {
-        match self {
-            SearchResult::Exact(r) | SearchResult::AtMost(r) => r,
+    pub fn at_most(rows: impl Into<RowSet>) -> Self {
+        SearchResult {
+            rows: rows.into(),
+            exactness: Exactness::AtMost,
         }
+    }
+    pub fn rows(&self) -> &RowSet {
+        &self.rows
+    }
+    pub fn into_rows(self) -> RowSet {
+        self.rows
     }
     pub fn is_exact(&self) -> bool {
-        matches!(self, SearchResult::Exact(_))
+        self.exactness == Exactness::Exact
     }
+    /// Keeps only rows in `allow`.
+    pub fn restrict(mut self, allow: Option<&RowSet>) -> Self {
+        if let Some(a) = allow {
+            self.rows = self.rows & a.clone();
+        }
+        self
+    }
+}
+
+/// A ranked result (vector and full-text search): row addresses with a
+/// score each, best first. `Exact` when the ranking is the true one
+/// (brute force), `AtMost` when the candidates are approximate and their
+/// scores must be recomputed before the final top-k.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankedResult {
+    pub rows: Vec<(RowAddress, f32)>,
+    pub exactness: Exactness,
 }
 
 impl ScalarQuery {

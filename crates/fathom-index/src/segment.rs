@@ -5,9 +5,9 @@ use fathom_table::format::IndexMetadata;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
-use crate::kind::{IndexKind, StoredIds};
+use crate::kind::{IndexKind, SegmentRef, StoredIds};
 use crate::query::{ScalarQuery, SearchResult};
-use crate::{bitmap, btree, zonemap};
+use fathom_table::RowSet;
 
 /// Why a segment cannot be used (its fragments are then scanned).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,16 @@ pub enum Unusable {
     UnknownType(String),
     UnknownVersion(i32),
     UnknownCoverage,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::UnknownType(url) => write!(f, "no index kind reads type '{url}'"),
+            Unusable::UnknownVersion(v) => write!(f, "index_version {v} is newer than this reader"),
+            Unusable::UnknownCoverage => f.write_str("it records no fragment coverage"),
+        }
+    }
 }
 
 /// The kind of a segment, if this reader can use it.
@@ -38,32 +48,31 @@ pub fn usable(meta: &IndexMetadata) -> std::result::Result<IndexKind, Unusable> 
 
 /// Searches one segment of a known kind; the result is row addresses of
 /// `ds` (a segment storing stable row ids is translated, ids of rows gone
-/// since are dropped).
+/// since are dropped), restricted to `allow` (addresses) when given.
 pub async fn search(
     ds: &Dataset,
     meta: &IndexMetadata,
     kind: IndexKind,
     cache: &IndexCache,
     q: &ScalarQuery,
+    allow: Option<&RowSet>,
 ) -> Result<SearchResult> {
-    let (store, root) = (ds.store(), ds.root());
-    let r = match kind {
-        IndexKind::BTree => btree::search(store, root, meta, cache, q).await?,
-        IndexKind::Bitmap => bitmap::search(store, root, meta, cache, q).await?,
-        IndexKind::ZoneMap => zonemap::search(store, root, meta, cache, q).await?,
+    let seg = SegmentRef {
+        store: ds.store(),
+        root: ds.root(),
+        meta,
     };
     let stable = ds.manifest().uses_stable_row_ids();
-    Ok(
-        match kind.stored_ids(meta.index_version.unwrap_or(0), stable) {
-            StoredIds::RowAddress => r,
-            StoredIds::RowId => match r {
-                SearchResult::Exact(ids) => {
-                    SearchResult::Exact(ds.row_ids_to_addresses(&ids).await?)
-                }
-                SearchResult::AtMost(ids) => {
-                    SearchResult::AtMost(ds.row_ids_to_addresses(&ids).await?)
-                }
-            },
-        },
-    )
+    match kind.stored_ids(meta.index_version.unwrap_or(0), stable) {
+        StoredIds::RowAddress => kind.search(seg, cache, q, allow).await,
+        StoredIds::RowId => {
+            let r = kind.search(seg, cache, q, None).await?;
+            let rows = ds.row_ids_to_addresses(r.rows.as_treemap()).await?;
+            Ok(SearchResult {
+                rows: rows.into(),
+                exactness: r.exactness,
+            }
+            .restrict(allow))
+        }
+    }
 }

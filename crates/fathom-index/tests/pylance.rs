@@ -59,13 +59,13 @@ fn check_dataset(py: &str, stable: bool) {
         let ds = ds.delete_rows(&[5, 6, 7, (1 << 32) | 100]).await.unwrap();
         // Fragment 1's first row ids are 12,000.. but its addresses 1<<32..:
         // an index mixing the two finds the wrong rows.
-        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTree)
+        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
             .await
             .unwrap();
-        let ds = create_index(&ds, "cat_idx", "cat", IndexKind::Bitmap)
+        let ds = create_index(&ds, "cat_idx", "cat", IndexKind::BITMAP)
             .await
             .unwrap();
-        create_index(&ds, "ts_idx", "ts", IndexKind::ZoneMap)
+        create_index(&ds, "ts_idx", "ts", IndexKind::ZONEMAP)
             .await
             .unwrap();
     });

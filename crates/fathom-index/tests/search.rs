@@ -10,7 +10,8 @@ use arrow_array::types::UInt64Type;
 use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use fathom_index::segment::{search, usable};
-use fathom_index::{IndexCache, IndexKind, ScalarQuery, SearchResult, create_index};
+use fathom_index::{Exactness, IndexCache, IndexKind, ScalarQuery, SearchResult, create_index};
+use fathom_table::RowSet;
 use fathom_table::{Dataset, WriteMode, WriteParams};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -100,7 +101,7 @@ fn query(col: &str, kind: u8, a: i32, b: i32) -> ScalarQuery {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 30, .. ProptestConfig::default() })]
     #[test]
-    fn indexes_match_brute_force(seed in 0u64..1000, stable in any::<bool>(), col in prop::sample::select(vec!["i", "s", "f"]), kind in prop::sample::select(vec![IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap]), queries in prop::collection::vec((any::<u8>(), -60i32..60, -60i32..60), 1..8)) {
+    fn indexes_match_brute_force(seed in 0u64..1000, stable in any::<bool>(), col in prop::sample::select(vec!["i", "s", "f"]), kind in prop::sample::select(vec![IndexKind::BTREE, IndexKind::BITMAP, IndexKind::ZONEMAP]), queries in prop::collection::vec((any::<u8>(), -60i32..60, -60i32..60), 1..8)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let uri = format!("memory://idx-{seed}-{}", rand::random::<u64>());
@@ -118,12 +119,19 @@ proptest! {
                 let q = query(col, qk, a, b);
                 let m = q.matches(all.column(0).as_ref()).unwrap();
                 let want: RoaringTreemap = (0..m.len()).filter(|i| m.value(*i)).map(|i| addrs.value(i)).collect();
-                let got = search(&ds, &meta, kind, &cache, &q).await.unwrap();
-                match (&got, kind) {
-                    (SearchResult::Exact(g), _) => assert_eq!(g, &want, "{kind} {q:?}"),
-                    (SearchResult::AtMost(g), IndexKind::ZoneMap) => assert!(want.is_subset(g), "{kind} {q:?} missed rows"),
-                    (SearchResult::AtMost(_), _) => panic!("{kind} must be exact"),
+                let got = search(&ds, &meta, kind, &cache, &q, None).await.unwrap();
+                // Never weaker than the kind promised the planner.
+                assert!(got.exactness.satisfies(kind.exactness(&q)), "{kind} {q:?}: {:?}", got.exactness);
+                let g = got.rows.as_treemap();
+                match got.exactness {
+                    Exactness::Exact => assert_eq!(g, &want, "{kind} {q:?}"),
+                    Exactness::AtMost => assert!(want.is_subset(g), "{kind} {q:?} missed rows"),
+                    Exactness::AtLeast => panic!("{kind} returned a subset"),
                 }
+                // An allow-list restricts the result to its rows.
+                let allow: RowSet = got.rows.iter().step_by(3).collect();
+                let restricted = search(&ds, &meta, kind, &cache, &q, Some(&allow)).await.unwrap();
+                assert_eq!(restricted.rows, allow, "{kind} {q:?} allow-list");
             }
         });
     }
@@ -150,7 +158,7 @@ fn btree_loads_only_the_pages_it_needs() {
         )
         .await
         .unwrap();
-        let ds = create_index(&ds, "i_idx", "i", IndexKind::BTree)
+        let ds = create_index(&ds, "i_idx", "i", IndexKind::BTREE)
             .await
             .unwrap();
         let meta = ds.manifest().indices[0].clone();
@@ -158,13 +166,17 @@ fn btree_loads_only_the_pages_it_needs() {
         let got = search(
             &ds,
             &meta,
-            IndexKind::BTree,
+            IndexKind::BTREE,
             &cache,
             &ScalarQuery::Equals(Arc::new(Int32Array::from(vec![54_321]))),
+            None,
         )
         .await
         .unwrap();
-        assert_eq!(got, SearchResult::Exact([54_321u64].into_iter().collect()));
+        assert_eq!(
+            got,
+            SearchResult::exact(roaring::RoaringTreemap::from_iter([54_321u64]))
+        );
         // The lookup and one page of 4,096 values: far less than the 25 pages.
         let cached = cache.size();
         assert!(

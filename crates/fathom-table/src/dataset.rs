@@ -1,25 +1,27 @@
 //! A dataset: one version of a table on an object store, and the
 //! operations that read it or commit new versions.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use arrow_array::{BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use fathom_file::LanceSchema;
-use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use futures::stream::{self, TryStreamExt};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use roaring::RoaringBitmap;
 
+use crate::address::RowAddress;
 use crate::commit::{CommitTarget, commit};
 use crate::deletion::write_deletions;
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, flags};
 use crate::manifest_io::read_manifest;
 use crate::naming::{self, ManifestNaming, manifest_path, parse_manifest_name};
-use crate::scan::{FragmentReader, Projection, ReadCache, Rows, chunk_runs, split_address};
+use crate::scan::{FragmentReader, ReadCache};
+use crate::scanner::Scanner;
 use crate::store::store_for_uri;
 use crate::transaction::Operation;
 use crate::write::{WriteParams, write_fragments};
@@ -33,34 +35,17 @@ pub struct VersionInfo {
     pub num_fragments: usize,
 }
 
-/// What `cleanup_old_versions` keeps.
-#[derive(Debug, Clone, Default)]
-pub struct CleanupPolicy {
-    /// Keep the newest N versions (at least 1: the latest is always kept).
-    pub keep_last: Option<usize>,
-    /// Keep versions committed at or after this time.
-    pub keep_newer_than: Option<SystemTime>,
-}
-
-/// What a cleanup removed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CleanupStats {
-    pub versions_removed: usize,
-    pub files_removed: usize,
-    pub bytes_removed: u64,
-}
-
 /// One version of a dataset. Cheap to clone.
 #[derive(Clone)]
 pub struct Dataset {
-    store: Arc<dyn ObjectStore>,
-    root: Path,
-    uri: String,
-    manifest: Arc<Manifest>,
-    naming: ManifestNaming,
-    schema: SchemaRef,
-    cache: Arc<ReadCache>,
-    row_id_index: Arc<OnceLock<HashMap<u64, u64>>>,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) root: Path,
+    pub(crate) uri: String,
+    pub(crate) manifest: Arc<Manifest>,
+    pub(crate) naming: ManifestNaming,
+    pub(crate) schema: SchemaRef,
+    pub(crate) cache: Arc<ReadCache>,
+    pub(crate) row_id_index: Arc<OnceLock<HashMap<u64, u64>>>,
 }
 
 impl std::fmt::Debug for Dataset {
@@ -73,7 +58,7 @@ impl std::fmt::Debug for Dataset {
 }
 
 /// Versions present in `_versions/`, and how they are named.
-async fn list_versions(
+pub(crate) async fn list_versions(
     store: &dyn ObjectStore,
     root: &Path,
     uri: &str,
@@ -422,8 +407,11 @@ impl Dataset {
     async fn prepare_deletes(&self, addresses: &[u64]) -> Result<PreparedDelete> {
         let mut by_frag: HashMap<u64, RoaringBitmap> = HashMap::new();
         for &a in addresses {
-            let (f, o) = split_address(a);
-            by_frag.entry(f).or_default().insert(o as u32);
+            let a = RowAddress::from_u64(a);
+            by_frag
+                .entry(a.fragment().as_u64())
+                .or_default()
+                .insert(a.offset());
         }
         let frags: HashMap<u64, &Fragment> =
             self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
@@ -658,12 +646,7 @@ impl Dataset {
 
     /// A scan builder over this version.
     pub fn scan(&self) -> Scanner {
-        Scanner {
-            ds: self.clone(),
-            projection: Projection::all(&self.schema),
-            fragments: None,
-            batch_size: 8192,
-        }
+        Scanner::new(self.clone())
     }
 
     /// The deletion vector of a fragment (cached), if it has one.
@@ -691,212 +674,6 @@ impl Dataset {
         )
         .await
     }
-
-    /// Rows at the given addresses, in the given order. Deleted rows are
-    /// skipped; an address outside every fragment is an error.
-    pub async fn take_addresses(
-        &self,
-        addresses: &[u64],
-        projection: &Projection,
-    ) -> Result<RecordBatch> {
-        let frags: HashMap<u64, &Fragment> =
-            self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
-        let mut groups: Vec<(u64, Vec<(usize, u64)>)> = Vec::new();
-        let mut index: HashMap<u64, usize> = HashMap::new();
-        for (pos, &a) in addresses.iter().enumerate() {
-            let (f, o) = split_address(a);
-            let frag = frags.get(&f).ok_or_else(|| {
-                Error::invalid(format!(
-                    "row address {a}: fragment {f} is not in version {}",
-                    self.version()
-                ))
-            })?;
-            if o >= frag.physical_rows {
-                return Err(Error::invalid(format!(
-                    "row address {a}: offset {o} beyond the {} rows of fragment {f}",
-                    frag.physical_rows
-                )));
-            }
-            let g = *index.entry(f).or_insert_with(|| {
-                groups.push((f, vec![]));
-                groups.len() - 1
-            });
-            groups[g].1.push((pos, o));
-        }
-        let schema = projection.schema(&self.schema);
-        let mut batches = Vec::new();
-        let mut positions = Vec::new();
-        for (f, rows) in groups {
-            let reader = self
-                .fragment_reader(frags[&f], projection.with_row_id)
-                .await?;
-            let live: Vec<(usize, u64)> = rows
-                .into_iter()
-                .filter(|(_, o)| {
-                    !reader
-                        .deleted
-                        .as_ref()
-                        .is_some_and(|d| d.contains(*o as u32))
-                })
-                .collect();
-            if live.is_empty() {
-                continue;
-            }
-            let offsets: Vec<u64> = live.iter().map(|(_, o)| *o).collect();
-            batches.push(reader.read(projection, Rows::Take(&offsets)).await?);
-            positions.extend(live.iter().map(|(p, _)| *p));
-        }
-        if batches.is_empty() {
-            return Ok(RecordBatch::new_empty(schema));
-        }
-        let all = arrow_select::concat::concat_batches(&schema, &batches)?;
-        // Restore request order.
-        let mut order: Vec<u32> = (0..positions.len() as u32).collect();
-        order.sort_by_key(|&i| positions[i as usize]);
-        let idx = UInt32Array::from(order);
-        let cols = all
-            .columns()
-            .iter()
-            .map(|c| arrow_select::take::take(c, &idx, None))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new_with_options(
-            schema,
-            cols,
-            &RecordBatchOptions::new().with_row_count(Some(idx.len())),
-        )?)
-    }
-
-    /// Row id -> address of every live row (stable row ids): built once
-    /// per version, one decode of each fragment's row-id sequence.
-    async fn row_id_index(&self) -> Result<&HashMap<u64, u64>> {
-        if self.row_id_index.get().is_none() {
-            let mut map = HashMap::with_capacity(self.count_rows() as usize);
-            for f in &self.manifest.fragments {
-                let r = self.fragment_reader(f, true).await?;
-                for o in r.live_runs().into_iter().flatten() {
-                    map.insert(r.row_id(o), crate::scan::row_address(f.id, o));
-                }
-            }
-            let _ = self.row_id_index.set(map);
-        }
-        Ok(self.row_id_index.get().unwrap())
-    }
-
-    /// The current addresses of `row_ids` (stable row ids); ids of deleted
-    /// rows are dropped. Without stable row ids, ids are addresses already.
-    pub async fn row_ids_to_addresses(
-        &self,
-        row_ids: &roaring::RoaringTreemap,
-    ) -> Result<roaring::RoaringTreemap> {
-        if !self.manifest.uses_stable_row_ids() {
-            return Ok(row_ids.clone());
-        }
-        let index = self.row_id_index().await?;
-        Ok(row_ids
-            .iter()
-            .filter_map(|id| index.get(&id).copied())
-            .collect())
-    }
-
-    /// Rows by row id (stable ids, or addresses when stable ids are off).
-    pub async fn take_row_ids(
-        &self,
-        row_ids: &[u64],
-        projection: &Projection,
-    ) -> Result<RecordBatch> {
-        if !self.manifest.uses_stable_row_ids() {
-            return self.take_addresses(row_ids, projection).await;
-        }
-        let index = self.row_id_index().await?;
-        let addrs: Vec<u64> = row_ids
-            .iter()
-            .filter_map(|id| index.get(id).copied())
-            .collect();
-        self.take_addresses(&addrs, projection).await
-    }
-
-    /// Removes old versions and the files only they needed.
-    pub async fn cleanup_old_versions(&self, policy: &CleanupPolicy) -> Result<CleanupStats> {
-        let (versions, _) = list_versions(self.store.as_ref(), &self.root, &self.uri).await?;
-        let Some(&latest) = versions.last() else {
-            return Ok(CleanupStats::default());
-        };
-        let mut manifests = Vec::new();
-        for &v in &versions {
-            manifests.push(
-                read_manifest(
-                    self.store.as_ref(),
-                    &manifest_path(&self.root, v, self.naming),
-                )
-                .await?,
-            );
-        }
-        let n = versions.len();
-        let keep_last = policy.keep_last.unwrap_or(usize::MAX).max(1);
-        let keep = |i: usize, m: &Manifest| -> bool {
-            m.version == latest
-                || m.version == self.version()
-                || (policy.keep_last.is_some() && i + keep_last >= n)
-                || policy.keep_newer_than.is_some_and(|t| m.timestamp >= t)
-                || (policy.keep_last.is_none() && policy.keep_newer_than.is_none())
-        };
-        let files_of = |m: &Manifest| -> HashSet<Path> {
-            let mut s = HashSet::new();
-            for f in &m.fragments {
-                for d in &f.files {
-                    s.insert(naming::data_file_path(&self.root, &d.path));
-                }
-                if let Some(d) = &f.deletion_file {
-                    s.insert(naming::deletion_file_path(
-                        &self.root,
-                        f.id,
-                        d.read_version,
-                        d.id,
-                        d.kind,
-                    ));
-                }
-            }
-            for i in &m.indices {
-                for file in &i.files {
-                    s.insert(naming::index_dir(&self.root, &i.uuid).join(file.path.as_str()));
-                }
-            }
-            if let Some(t) = &m.transaction_file {
-                s.insert(naming::transaction_path(&self.root, t));
-            }
-            s
-        };
-        let mut kept_files = HashSet::new();
-        let mut removed_files = HashSet::new();
-        let mut removed_versions = Vec::new();
-        for (i, m) in manifests.iter().enumerate() {
-            if keep(i, m) {
-                kept_files.extend(files_of(m));
-            } else {
-                removed_files.extend(files_of(m));
-                removed_versions.push(m.version);
-            }
-        }
-        let mut stats = CleanupStats::default();
-        // Manifests first: once a version is gone, nothing can need its files.
-        for v in &removed_versions {
-            let p = manifest_path(&self.root, *v, self.naming);
-            self.store.delete(&p).await.map_err(Error::io(&p))?;
-            stats.versions_removed += 1;
-        }
-        for p in removed_files.difference(&kept_files) {
-            let size = self.store.head(p).await.map(|m| m.size).unwrap_or(0);
-            match self.store.delete(p).await {
-                Ok(()) => {
-                    stats.files_removed += 1;
-                    stats.bytes_removed += size;
-                }
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(Error::io(p)(e)),
-            }
-        }
-        Ok(stats)
-    }
 }
 
 #[derive(Default)]
@@ -916,97 +693,4 @@ pub enum WriteMode {
     Append,
     /// Replace schema and rows (creating the dataset if needed).
     Overwrite,
-}
-
-/// Builds a scan of one version.
-pub struct Scanner {
-    ds: Dataset,
-    projection: Projection,
-    fragments: Option<Vec<u64>>,
-    batch_size: usize,
-}
-
-impl Scanner {
-    /// Columns by name; `_rowid` and `_rowaddr` select the virtual columns.
-    pub fn project(mut self, names: &[impl AsRef<str>]) -> Result<Self> {
-        self.projection = Projection::from_names(&self.ds.schema, names)?;
-        Ok(self)
-    }
-    pub fn with_projection(mut self, p: Projection) -> Self {
-        self.projection = p;
-        self
-    }
-    pub fn with_row_id(mut self) -> Self {
-        self.projection.with_row_id = true;
-        self
-    }
-    pub fn with_row_addr(mut self) -> Self {
-        self.projection.with_row_addr = true;
-        self
-    }
-    /// Only these fragments (by id, in this order).
-    pub fn with_fragments(mut self, ids: Vec<u64>) -> Self {
-        self.fragments = Some(ids);
-        self
-    }
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n.max(1);
-        self
-    }
-    pub fn schema(&self) -> SchemaRef {
-        self.projection.schema(&self.ds.schema)
-    }
-
-    /// The scan as a stream of batches (deleted rows removed).
-    pub async fn try_into_stream(self) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let frags: Vec<Fragment> = match &self.fragments {
-            None => self.ds.manifest.fragments.clone(),
-            Some(ids) => {
-                let by_id: HashMap<u64, &Fragment> = self
-                    .ds
-                    .manifest
-                    .fragments
-                    .iter()
-                    .map(|f| (f.id, f))
-                    .collect();
-                ids.iter()
-                    .map(|id| {
-                        by_id.get(id).map(|f| (*f).clone()).ok_or_else(|| {
-                            Error::invalid(format!(
-                                "fragment {id} is not in version {}",
-                                self.ds.version()
-                            ))
-                        })
-                    })
-                    .collect::<Result<_>>()?
-            }
-        };
-        let ds = self.ds.clone();
-        let projection = Arc::new(self.projection);
-        let batch_size = self.batch_size as u64;
-        let s = stream::iter(frags)
-            .then(move |f| {
-                let ds = ds.clone();
-                let projection = projection.clone();
-                async move {
-                    let reader = Arc::new(ds.fragment_reader(&f, projection.with_row_id).await?);
-                    let chunks = chunk_runs(&reader.live_runs(), batch_size);
-                    Ok::<_, Error>(stream::iter(chunks).map(move |c| {
-                        let reader = reader.clone();
-                        let projection = projection.clone();
-                        Ok(async move { reader.read(&projection, Rows::Runs(&c)).await })
-                    }))
-                }
-            })
-            .try_flatten()
-            .try_buffered(2);
-        Ok(s.boxed())
-    }
-
-    /// Reads the whole scan into one batch.
-    pub async fn collect(self) -> Result<RecordBatch> {
-        let schema = self.schema();
-        let batches: Vec<RecordBatch> = self.try_into_stream().await?.try_collect().await?;
-        Ok(arrow_select::concat::concat_batches(&schema, &batches)?)
-    }
 }

@@ -9,6 +9,8 @@
 //! Byte-compatible with Lance: datasets written here open in pylance, and
 //! datasets pylance writes with `data_storage_version="2.0"` open here.
 
+mod address;
+pub mod cleanup;
 pub mod commit;
 pub mod dataset;
 pub mod deletion;
@@ -20,13 +22,19 @@ pub mod naming;
 pub mod pb;
 pub mod rowids;
 pub mod scan;
+pub mod scanner;
 pub mod store;
+pub mod take;
 pub mod transaction;
 pub mod write;
 
-pub use dataset::{CleanupPolicy, CleanupStats, Dataset, Scanner, VersionInfo, WriteMode};
+pub use address::{FragmentId, RowAddress, RowSet};
+pub use cleanup::{CleanupPolicy, CleanupStats};
+pub use dataset::{Dataset, VersionInfo, WriteMode};
 pub use error::{Error, Result};
 pub use format::{DataFile, DeletionFile, Fragment, IndexMetadata, Manifest};
 pub use scan::{Projection, ROW_ADDR, ROW_ID};
+pub use scanner::Scanner;
+pub use take::Taker;
 pub use transaction::Operation;
 pub use write::WriteParams;

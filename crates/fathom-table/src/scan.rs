@@ -24,14 +24,10 @@ pub const ROW_ADDR: &str = "_rowaddr";
 /// Name of the row id column (= address unless stable row ids are on).
 pub const ROW_ID: &str = "_rowid";
 
-/// Row address of `offset` in fragment `frag`.
-pub fn row_address(frag: u64, offset: u64) -> u64 {
-    (frag << 32) | offset
-}
-
-/// Fragment id and offset of a row address.
-pub fn split_address(addr: u64) -> (u64, u64) {
-    (addr >> 32, addr & 0xFFFF_FFFF)
+/// Row address of `offset` in fragment `frag` (ids and offsets of a
+/// valid fragment fit in 32 bits; see [`crate::RowAddress`]).
+fn row_address(frag: u64, offset: u64) -> u64 {
+    crate::RowAddress::new(crate::FragmentId(frag as u32), offset as u32).as_u64()
 }
 
 /// Open files and decoded deletion vectors, shared by the readers of one
@@ -139,6 +135,11 @@ impl Projection {
     }
 
     /// The output schema.
+    /// Whether nothing is read (`count(*)`): only a row count.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty() && !self.with_row_id && !self.with_row_addr
+    }
+
     pub fn schema(&self, schema: &Schema) -> SchemaRef {
         let mut fields: Vec<Field> = self
             .fields

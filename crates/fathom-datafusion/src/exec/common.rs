@@ -1,9 +1,20 @@
-//! Pieces shared by the index-branch nodes.
+//! Pieces shared by the index-branch nodes, and their row-stream contract.
+//!
+//! # The row stream
+//!
+//! Index-branch nodes (`ScalarIndexExec` and, next, vector and full-text
+//! searches, then `ExclusionExec`, `TakeExec`) pass a *row stream*: column 0
+//! is `_rowaddr` (UInt64, non-null), sorted by address within a partition
+//! for scalar results; further columns are optional per-row values a
+//! ranked search produced, `_score` or `_distance` (Float32). Exclusion
+//! keeps every column of the rows it keeps; take appends them, unchanged,
+//! after the columns it reads.
 
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::PlanProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -15,6 +26,33 @@ pub fn addr_schema() -> SchemaRef {
         DataType::UInt64,
         false,
     )]))
+}
+
+/// Name of a ranked search's score column (higher is better: BM25).
+pub const SCORE: &str = "_score";
+/// Name of a vector search's distance column (lower is better).
+pub const DISTANCE: &str = "_distance";
+
+/// Checks that `schema` is a row stream; returns the positions of its
+/// extra (score / distance) columns.
+pub fn row_stream_extras(schema: &Schema, node: &str) -> Result<Vec<usize>> {
+    let bad =
+        |why: String| DataFusionError::Internal(format!("{node} input is not a row stream: {why}"));
+    match schema.fields().first() {
+        Some(f) if f.name() == fathom_table::ROW_ADDR && f.data_type() == &DataType::UInt64 => {}
+        Some(f) => return Err(bad(format!("column 0 is {} {}", f.name(), f.data_type()))),
+        None => return Err(bad("no columns".into())),
+    }
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, f)| match f.name().as_str() {
+            SCORE | DISTANCE if f.data_type() == &DataType::Float32 => Ok(i),
+            other => Err(bad(format!("unexpected column {other} {}", f.data_type()))),
+        })
+        .collect()
 }
 
 pub fn single_partition(schema: SchemaRef) -> Arc<PlanProperties> {

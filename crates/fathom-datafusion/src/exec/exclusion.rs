@@ -1,19 +1,21 @@
 //! `ExclusionExec`: drops row addresses an index may no longer describe.
-//! One composable node over any stream of addresses:
+//! One composable node over any row stream (see `common`), keeping every
+//! column of the rows it keeps, with pluggable sources
+//! ([`ExclusionSource`]):
 //!
-//! 1. fragments outside the planned covered set (gone from the manifest,
-//!    or not in the current `fragment_bitmap` of every index used);
-//! 2. rows in the fragment's deletion file;
-//! 3. offsets beyond the fragment's rows.
+//! - fragments outside the planned covered set (gone from the manifest,
+//!   or not in the current `fragment_bitmap` of every index used);
+//! - rows in the fragment's deletion file;
+//! - always: offsets beyond the fragment's rows.
 //!
-//! New exclusion sources (overlays newer than a segment, with re-evaluation
-//! on the flat path) plug in here.
+//! Next: rows covered by overlays newer than a segment, and address
+//! remaps after compaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, UInt64Array};
+use arrow_array::{BooleanArray, UInt64Array};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -23,49 +25,73 @@ use datafusion::physical_plan::metrics::{
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use fathom_table::{Dataset, Fragment};
+use fathom_table::{Dataset, Fragment, FragmentId, RowAddress};
 use futures::StreamExt;
 use roaring::RoaringBitmap;
 
-use super::common::{addr_schema, single_partition, with_partitions};
+use super::common::{row_stream_extras, single_partition, with_partitions};
 use crate::error::to_df;
+use crate::plan::ExclusionSource;
 
 #[derive(Debug)]
 pub struct ExclusionExec {
     input: Arc<dyn ExecutionPlan>,
     dataset: Dataset,
-    /// Fragments whose index results are trusted.
-    covered: Vec<u64>,
+    sources: Vec<ExclusionSource>,
     props: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
 
 impl ExclusionExec {
-    pub fn new(input: Arc<dyn ExecutionPlan>, dataset: Dataset, covered: Vec<u64>) -> Self {
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        dataset: Dataset,
+        sources: Vec<ExclusionSource>,
+    ) -> Self {
         ExclusionExec {
-            props: with_partitions(single_partition(addr_schema()), &input),
+            props: with_partitions(single_partition(input.schema()), &input),
             input,
             dataset,
-            covered,
+            sources,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    pub fn sources(&self) -> &[ExclusionSource] {
+        &self.sources
+    }
+
+    /// Fragments whose rows may pass: all current ones, less those outside
+    /// every `OutsideFragments` set.
+    fn allowed(&self) -> HashSet<u64> {
+        let mut ids: HashSet<u64> = self.dataset.fragments().iter().map(|f| f.id).collect();
+        for s in &self.sources {
+            if let ExclusionSource::OutsideFragments(keep) = s {
+                let keep: HashSet<u64> = keep.iter().copied().collect();
+                ids.retain(|f| keep.contains(f));
+            }
+        }
+        ids
     }
 }
 
 impl DisplayAs for ExclusionExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let with_deletions = self
-            .dataset
-            .fragments()
-            .iter()
-            .filter(|fr| fr.deletion_file.is_some() && self.covered.contains(&fr.id))
-            .count();
-        write!(
-            f,
-            "ExclusionExec: covered_fragments={}, with_deletions={}",
-            self.covered.len(),
-            with_deletions
-        )
+        let allowed = self.allowed();
+        write!(f, "ExclusionExec: covered_fragments={}", allowed.len())?;
+        if self.sources.contains(&ExclusionSource::DeletedRows) {
+            let with_deletions = self
+                .dataset
+                .fragments()
+                .iter()
+                .filter(|fr| fr.deletion_file.is_some() && allowed.contains(&fr.id))
+                .count();
+            write!(f, ", with_deletions={with_deletions}")?;
+        }
+        Ok(())
     }
 }
 
@@ -95,7 +121,7 @@ impl ExecutionPlan for ExclusionExec {
         Ok(Arc::new(ExclusionExec::new(
             children[0].clone(),
             self.dataset.clone(),
-            self.covered.clone(),
+            self.sources.clone(),
         )))
     }
     fn metrics(&self) -> Option<MetricsSet> {
@@ -106,17 +132,21 @@ impl ExecutionPlan for ExclusionExec {
         partition: usize,
         ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        row_stream_extras(&self.input.schema(), "ExclusionExec")?;
         let input = self.input.execute(partition, ctx)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let excluded = MetricBuilder::new(&self.metrics).counter("rows_excluded", partition);
         let ds = self.dataset.clone();
-        let frags: Arc<HashMap<u64, Fragment>> = Arc::new(
+        let allowed = self.allowed();
+        let frags: Arc<HashMap<FragmentId, Fragment>> = Arc::new(
             ds.fragments()
                 .iter()
-                .filter(|f| self.covered.contains(&f.id))
-                .map(|f| (f.id, f.clone()))
+                .filter(|f| allowed.contains(&f.id))
+                .filter_map(|f| Some((FragmentId::try_from(f.id).ok()?, f.clone())))
                 .collect(),
         );
+        let deletions = self.sources.contains(&ExclusionSource::DeletedRows);
+        let schema = self.input.schema();
         let stream = input.then(move |batch| {
             let ds = ds.clone();
             let frags = frags.clone();
@@ -134,39 +164,40 @@ impl ExecutionPlan for ExclusionExec {
                         DataFusionError::Internal("ExclusionExec expects UInt64 addresses".into())
                     })?;
                 let mut keep = Vec::with_capacity(a.len());
-                let mut current: Option<(u64, Option<Arc<RoaringBitmap>>, u64)> = None;
-                for &addr in a.values() {
-                    let (f, o) = (addr >> 32, addr & 0xFFFF_FFFF);
+                // (fragment, its deletions, its rows), for runs of one fragment.
+                let mut current: Option<(FragmentId, Option<Arc<RoaringBitmap>>, u64)> = None;
+                for &v in a.values() {
+                    let addr = RowAddress::from_u64(v);
+                    let f = addr.fragment();
                     if current.as_ref().is_none_or(|c| c.0 != f) {
                         current = match frags.get(&f) {
                             None => None,
                             Some(fr) => Some((
                                 f,
-                                ds.deleted_rows(fr).await.map_err(to_df)?,
+                                if deletions {
+                                    ds.deleted_rows(fr).await.map_err(to_df)?
+                                } else {
+                                    None
+                                },
                                 fr.physical_rows,
                             )),
                         };
                     }
-                    let live = match &current {
+                    let o = addr.offset();
+                    keep.push(match &current {
                         Some((cf, del, rows)) if *cf == f => {
-                            o < *rows && !del.as_ref().is_some_and(|d| d.contains(o as u32))
+                            (o as u64) < *rows && !del.as_ref().is_some_and(|d| d.contains(o))
                         }
                         _ => false,
-                    };
-                    if live {
-                        keep.push(addr);
-                    }
+                    });
                 }
-                excluded.add(a.len() - keep.len());
-                let out =
-                    RecordBatch::try_new(addr_schema(), vec![Arc::new(UInt64Array::from(keep))])?;
+                let mask = BooleanArray::from(keep);
+                let out = arrow_select::filter::filter_record_batch(&batch, &mask)?;
+                excluded.add(batch.num_rows() - out.num_rows());
                 baseline.record_output(out.num_rows());
                 Ok(out)
             }
         });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            addr_schema(),
-            stream,
-        )))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 }

@@ -1,7 +1,13 @@
 //! `ScalarIndexExec`: evaluates an index expression over the segments of
-//! the indexes it uses and outputs the matching row addresses, sorted.
-//! Rows deleted since a segment was built, and fragments the plan does not
-//! cover, are removed downstream by `ExclusionExec`.
+//! the indexes it uses and outputs the matching row addresses, sorted (a
+//! row stream, see `common`). Rows deleted since a segment was built, and
+//! fragments the plan does not cover, are removed downstream by
+//! `ExclusionExec`.
+//!
+//! Exactness travels with the results: each segment's answer carries it,
+//! AND / OR combine it, and the result must be at least as exact as the
+//! plan (which chose the recheck) expected; a weaker one is an error,
+//! never wrong rows.
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,12 +22,13 @@ use datafusion::physical_plan::metrics::{
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use fathom_index::Exactness;
 use fathom_index::IndexCache;
 use fathom_index::segment::{search, usable};
 use fathom_table::Dataset;
+use fathom_table::RowSet;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use roaring::RoaringTreemap;
 
 use super::common::{addr_batches, addr_schema, single_partition};
 use crate::index_expr::IndexExpr;
@@ -30,8 +37,11 @@ use crate::index_expr::IndexExpr;
 pub struct ScalarIndexExec {
     dataset: Dataset,
     expr: IndexExpr,
+    /// What the plan expects (and rechecks for).
+    planned: Exactness,
     cache: Arc<IndexCache>,
     num_segments: usize,
+    skipped_segments: usize,
     props: Arc<PlanProperties>,
     batch_size: usize,
     metrics: ExecutionPlanMetricsSet,
@@ -41,6 +51,7 @@ impl ScalarIndexExec {
     pub fn new(
         dataset: Dataset,
         expr: IndexExpr,
+        planned: Exactness,
         cache: Arc<IndexCache>,
         batch_size: usize,
     ) -> Self {
@@ -55,8 +66,10 @@ impl ScalarIndexExec {
         ScalarIndexExec {
             dataset,
             expr,
+            planned,
             cache,
             num_segments,
+            skipped_segments: 0,
             props: Arc::new(
                 single_partition(addr_schema())
                     .as_ref()
@@ -69,28 +82,72 @@ impl ScalarIndexExec {
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
+
+    /// Segments of unusable kinds or versions the plan skipped (a metric).
+    pub fn with_skipped_segments(mut self, n: usize) -> Self {
+        self.skipped_segments = n;
+        self
+    }
+
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    pub fn expr(&self) -> &IndexExpr {
+        &self.expr
+    }
+    pub fn planned(&self) -> Exactness {
+        self.planned
+    }
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+    pub fn skipped_segments(&self) -> usize {
+        self.skipped_segments
+    }
+    pub fn cache(&self) -> &Arc<IndexCache> {
+        &self.cache
+    }
 }
 
+fn combine(a: Exactness, b: Exactness) -> Result<Exactness> {
+    a.combine(b).ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "index results of exactness {} and {} cannot be combined",
+            a.as_str(),
+            b.as_str()
+        ))
+    })
+}
+
+/// The rows matching `e`, and how exact they are.
 fn eval<'a>(
     ds: &'a Dataset,
     cache: &'a IndexCache,
     e: &'a IndexExpr,
-) -> BoxFuture<'a, Result<RoaringTreemap>> {
+) -> BoxFuture<'a, Result<(RowSet, Exactness)>> {
     Box::pin(async move {
         Ok(match e {
             IndexExpr::Query { index, query, .. } => {
-                let mut out = RoaringTreemap::new();
+                let mut out = RowSet::new();
+                let mut exactness = Exactness::Exact;
                 for seg in ds.manifest().indices.iter().filter(|i| &i.name == index) {
                     let Ok(kind) = usable(seg) else { continue };
-                    let r = search(ds, seg, kind, cache, query)
+                    let r = search(ds, seg, kind, cache, query, None)
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                    out |= r.into_rows();
+                    exactness = combine(exactness, r.exactness)?;
+                    out = out | r.rows;
                 }
-                out
+                (out, exactness)
             }
-            IndexExpr::And(a, b) => eval(ds, cache, a).await? & eval(ds, cache, b).await?,
-            IndexExpr::Or(a, b) => eval(ds, cache, a).await? | eval(ds, cache, b).await?,
+            IndexExpr::And(a, b) => {
+                let ((ra, ea), (rb, eb)) = (eval(ds, cache, a).await?, eval(ds, cache, b).await?);
+                (ra & rb, combine(ea, eb)?)
+            }
+            IndexExpr::Or(a, b) => {
+                let ((ra, ea), (rb, eb)) = (eval(ds, cache, a).await?, eval(ds, cache, b).await?);
+                (ra | rb, combine(ea, eb)?)
+            }
         })
     })
 }
@@ -102,11 +159,7 @@ impl DisplayAs for ScalarIndexExec {
             "ScalarIndexExec: {}, segments={}, result={}",
             self.expr,
             self.num_segments,
-            if self.expr.is_exact() {
-                "exact"
-            } else {
-                "at_most"
-            }
+            self.planned.as_str()
         )
     }
 }
@@ -143,6 +196,10 @@ impl ExecutionPlan for ScalarIndexExec {
     ) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let matched = MetricBuilder::new(&self.metrics).counter("rows_matched_by_index", partition);
+        MetricBuilder::new(&self.metrics)
+            .counter("segments_skipped", partition)
+            .add(self.skipped_segments);
+        let planned = self.planned;
         let ds = self.dataset.clone();
         let expr = self.expr.clone();
         let cache = self.cache.clone();
@@ -151,9 +208,16 @@ impl ExecutionPlan for ScalarIndexExec {
         let elapsed = baseline.elapsed_compute().clone();
         let fut = async move {
             let timer = elapsed.timer();
-            let rows = eval(&ds, &cache, &expr).await?;
+            let (rows, exactness) = eval(&ds, &cache, &expr).await?;
+            if !exactness.satisfies(planned) {
+                return Err(DataFusionError::Internal(format!(
+                    "index search of {expr} returned a {} result where the plan expected {}",
+                    exactness.as_str(),
+                    planned.as_str()
+                )));
+            }
             matched.add(rows.len() as usize);
-            let batches = addr_batches(rows.iter(), bs);
+            let batches = addr_batches(rows.iter().map(|a| a.as_u64()), bs);
             timer.done();
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         };

@@ -27,13 +27,13 @@ use fathom_table::scan::{Projection, Rows, chunk_runs};
 use futures::StreamExt;
 
 use crate::error::to_df;
-use crate::planner::{ScanPlan, ScanUnit};
+use crate::plan::{FlatPartitions, ScanUnit};
 
 /// Scans fragments on the flat path.
 #[derive(Debug, Clone)]
 pub struct FragmentScanExec {
     dataset: Dataset,
-    plan: ScanPlan,
+    plan: FlatPartitions,
     /// What is read: requested columns plus those the filter needs.
     read: Projection,
     /// Columns of the read batch that are output.
@@ -48,6 +48,7 @@ pub struct FragmentScanExec {
     schema: SchemaRef,
     props: Arc<PlanProperties>,
     batch_size: usize,
+    skipped_segments: usize,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -55,7 +56,7 @@ impl FragmentScanExec {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         dataset: Dataset,
-        plan: ScanPlan,
+        plan: FlatPartitions,
         read: Projection,
         output: Vec<usize>,
         filter: Option<Arc<dyn PhysicalExpr>>,
@@ -84,6 +85,7 @@ impl FragmentScanExec {
             schema,
             props,
             batch_size,
+            skipped_segments: 0,
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -103,8 +105,43 @@ impl FragmentScanExec {
         self
     }
 
-    pub fn plan(&self) -> &ScanPlan {
+    /// Segments of unusable kinds or versions the plan skipped (a metric).
+    pub fn with_skipped_segments(mut self, n: usize) -> Self {
+        self.skipped_segments = n;
+        self
+    }
+
+    pub fn plan(&self) -> &FlatPartitions {
         &self.plan
+    }
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    pub fn read(&self) -> &Projection {
+        &self.read
+    }
+    pub fn output(&self) -> &[usize] {
+        &self.output
+    }
+    pub fn filter(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.filter.as_ref()
+    }
+    pub fn prefilter(&self) -> Option<&(Projection, Arc<dyn PhysicalExpr>)> {
+        self.prefilter.as_ref()
+    }
+    pub fn pruning(
+        &self,
+    ) -> Option<&Arc<datafusion::physical_optimizer::pruning::PruningPredicate>> {
+        self.pruning.as_ref()
+    }
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+    pub fn skipped_segments(&self) -> usize {
+        self.skipped_segments
     }
 }
 
@@ -210,6 +247,11 @@ impl ExecutionPlan for FragmentScanExec {
             .cloned()
             .unwrap_or_default();
         let baseline = BaselineMetrics::new(&self.metrics, partition);
+        if partition == 0 {
+            MetricBuilder::new(&self.metrics)
+                .counter("segments_skipped", partition)
+                .add(self.skipped_segments);
+        }
         let scanned: Count = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
         let fragments: Count =
             MetricBuilder::new(&self.metrics).counter("fragments_scanned", partition);

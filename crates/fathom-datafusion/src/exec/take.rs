@@ -1,17 +1,19 @@
-//! `TakeExec`: materializes rows at the row addresses of its input (sorted
-//! by address): per fragment, only the pages and byte ranges those rows
-//! need. With an empty projection (`count(*)`) it reads no data at all.
+//! `TakeExec`: materializes rows at the row addresses of its input (a row
+//! stream sorted by address, see `common`) with `fathom_table::Taker`,
+//! the same take DML and index builds use: per fragment, only the pages
+//! and byte ranges those rows need. With an empty projection (`count(*)`)
+//! it reads no data at all. Score / distance columns of the input are
+//! appended, unchanged, after the columns read.
 //! It can recheck a filter on the rows it took and keep only some of the
 //! columns (the addresses of the survivors, for a narrow first take):
 //! done in place, this needs no separate filter node, and no repartition
 //! in front of one.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions, UInt64Array};
-use arrow_schema::SchemaRef;
+use arrow_array::{ArrayRef, RecordBatch, UInt64Array};
+use arrow_schema::{Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -21,12 +23,11 @@ use datafusion::physical_plan::metrics::{
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use fathom_table::scan::{FragmentReader, Projection, Rows};
-use fathom_table::{Dataset, Fragment};
+use fathom_table::scan::Projection;
+use fathom_table::{Dataset, RowAddress, Taker};
 use futures::{StreamExt, TryStreamExt};
-use tokio::sync::Mutex;
 
-use super::common::{single_partition, with_partitions};
+use super::common::{row_stream_extras, single_partition, with_partitions};
 use crate::error::to_df;
 
 #[derive(Debug, Clone)]
@@ -42,6 +43,8 @@ pub struct TakeExec {
     filter: Option<Arc<dyn PhysicalExpr>>,
     /// Columns of `read_schema` to output (all when `None`).
     keep: Option<Vec<usize>>,
+    /// Input columns passed through (scores, distances), appended.
+    extras: Vec<usize>,
     props: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -52,20 +55,55 @@ impl TakeExec {
         dataset: Dataset,
         read: Projection,
         limit: Option<usize>,
-    ) -> Self {
-        let schema = read.schema(dataset.schema());
-        TakeExec {
+    ) -> Result<Self> {
+        let extras = row_stream_extras(&input.schema(), "TakeExec")?;
+        let read_schema = read.schema(dataset.schema());
+        let schema = Self::output_schema(&read_schema, None, &input.schema(), &extras)?;
+        Ok(TakeExec {
             props: with_partitions(single_partition(schema.clone()), &input),
             input,
             dataset,
             read,
-            read_schema: schema.clone(),
+            read_schema,
             schema,
             limit,
             filter: None,
             keep: None,
+            extras,
             metrics: ExecutionPlanMetricsSet::new(),
-        }
+        })
+    }
+
+    /// The read columns (those kept), then the input's extra columns.
+    fn output_schema(
+        read: &SchemaRef,
+        keep: Option<&[usize]>,
+        input: &Schema,
+        extras: &[usize],
+    ) -> Result<SchemaRef> {
+        let read = match keep {
+            Some(k) => read.project(k)?,
+            None => read.as_ref().clone(),
+        };
+        let mut fields: Vec<_> = read.fields().iter().cloned().collect();
+        fields.extend(extras.iter().map(|i| input.fields()[*i].clone()));
+        Ok(std::sync::Arc::new(Schema::new(fields)))
+    }
+
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    pub fn read(&self) -> &Projection {
+        &self.read
+    }
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+    pub fn recheck(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.filter.as_ref()
+    }
+    pub fn keep(&self) -> Option<&[usize]> {
+        self.keep.as_deref()
     }
 
     /// Rechecks `filter` (over the read columns) on the taken rows, then
@@ -76,10 +114,13 @@ impl TakeExec {
         filter: Arc<dyn PhysicalExpr>,
         keep: Option<Vec<usize>>,
     ) -> Result<Self> {
-        if let Some(k) = &keep {
-            self.schema = Arc::new(self.read_schema.project(k)?);
-            self.props = with_partitions(single_partition(self.schema.clone()), &self.input);
-        }
+        self.schema = Self::output_schema(
+            &self.read_schema,
+            keep.as_deref(),
+            &self.input.schema(),
+            &self.extras,
+        )?;
+        self.props = with_partitions(single_partition(self.schema.clone()), &self.input);
         self.filter = Some(filter);
         self.keep = keep;
         self.limit = None;
@@ -166,15 +207,11 @@ impl ExecutionPlan for TakeExec {
         let taken = MetricBuilder::new(&self.metrics).counter("rows_taken", partition);
         let removed =
             MetricBuilder::new(&self.metrics).counter("rows_removed_by_recheck", partition);
-        let ds = self.dataset.clone();
-        let read = Arc::new(self.read.clone());
-        let schema = self.read_schema.clone();
+        let taker = Arc::new(Taker::new(&self.dataset, self.read.clone()));
         let filter = self.filter.clone();
         let keep = self.keep.clone();
-        let frags: Arc<HashMap<u64, Fragment>> =
-            Arc::new(ds.fragments().iter().map(|f| (f.id, f.clone())).collect());
-        let readers: Arc<Mutex<HashMap<u64, Arc<FragmentReader>>>> = Arc::default();
-        let empty_projection = read.fields.is_empty() && !read.with_row_id && !read.with_row_addr;
+        let extras = self.extras.clone();
+        let out_schema = self.schema.clone();
         let limit = self.limit.unwrap_or(usize::MAX);
         let stream = input
             // Apply the limit to addresses before any data is read; the
@@ -191,76 +228,32 @@ impl ExecutionPlan for TakeExec {
             })
             .try_filter(|b| futures::future::ready(b.num_rows() > 0))
             .then(move |batch| {
-                let ds = ds.clone();
-                let read = read.clone();
-                let schema = schema.clone();
-                let frags = frags.clone();
-                let readers = readers.clone();
+                let taker = taker.clone();
                 let taken = taken.clone();
                 let removed = removed.clone();
                 let filter = filter.clone();
                 let keep = keep.clone();
+                let extras = extras.clone();
+                let out_schema = out_schema.clone();
                 let elapsed = elapsed.clone();
                 async move {
                     let _timer = elapsed.timer();
                     let batch = batch?;
-                    let a = batch
+                    let addrs: Vec<RowAddress> = batch
                         .column(0)
                         .as_any()
                         .downcast_ref::<UInt64Array>()
-                        .unwrap()
+                        .ok_or_else(|| {
+                            DataFusionError::Internal("TakeExec expects UInt64 addresses".into())
+                        })?
                         .values()
-                        .to_vec();
-                    taken.add(a.len());
-                    if empty_projection {
-                        return Ok(RecordBatch::try_new_with_options(
-                            schema,
-                            vec![],
-                            &RecordBatchOptions::new().with_row_count(Some(a.len())),
-                        )?);
-                    }
-                    let mut parts = Vec::new();
-                    let mut i = 0;
-                    while i < a.len() {
-                        let f = a[i] >> 32;
-                        let mut j = i;
-                        while j < a.len() && a[j] >> 32 == f {
-                            j += 1;
-                        }
-                        let offsets: Vec<u64> = a[i..j].iter().map(|x| x & 0xFFFF_FFFF).collect();
-                        let reader = {
-                            let mut g = readers.lock().await;
-                            match g.get(&f) {
-                                Some(r) => r.clone(),
-                                None => {
-                                    let fr = frags.get(&f).ok_or_else(|| {
-                                        DataFusionError::Internal(format!(
-                                            "fragment {f} not in the snapshot"
-                                        ))
-                                    })?;
-                                    let r = Arc::new(
-                                        ds.fragment_reader(fr, read.with_row_id)
-                                            .await
-                                            .map_err(to_df)?,
-                                    );
-                                    g.insert(f, r.clone());
-                                    r
-                                }
-                            }
-                        };
-                        parts.push(
-                            reader
-                                .read(&read, Rows::Take(&offsets))
-                                .await
-                                .map_err(to_df)?,
-                        );
-                        i = j;
-                    }
-                    let mut out = if parts.len() == 1 {
-                        parts.pop().unwrap()
-                    } else {
-                        arrow_select::concat::concat_batches(&schema, &parts)?
-                    };
+                        .iter()
+                        .map(|a| RowAddress::from_u64(*a))
+                        .collect();
+                    taken.add(addrs.len());
+                    let mut out = taker.take_sorted(&addrs).await.map_err(to_df)?;
+                    let mut extra: Vec<ArrayRef> =
+                        extras.iter().map(|i| batch.column(*i).clone()).collect();
                     if let Some(p) = &filter {
                         let mask = p.evaluate(&out)?.into_array(out.num_rows())?;
                         let mask = mask
@@ -272,11 +265,25 @@ impl ExecutionPlan for TakeExec {
                         let before = out.num_rows();
                         out = arrow_select::filter::filter_record_batch(&out, mask)?;
                         removed.add(before - out.num_rows());
+                        extra = extra
+                            .iter()
+                            .map(|c| arrow_select::filter::filter(c, mask))
+                            .collect::<std::result::Result<_, _>>()?;
                     }
                     if let Some(k) = &keep {
                         out = out.project(k)?;
                     }
-                    Ok(out)
+                    if extra.is_empty() {
+                        return Ok(out);
+                    }
+                    let mut cols = out.columns().to_vec();
+                    cols.extend(extra);
+                    Ok(RecordBatch::try_new_with_options(
+                        out_schema,
+                        cols,
+                        &arrow_array::RecordBatchOptions::new()
+                            .with_row_count(Some(out.num_rows())),
+                    )?)
                 }
             })
             .try_filter(|b| futures::future::ready(b.num_rows() > 0))

@@ -89,7 +89,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 const COLUMNS: [&str; 4] = ["id", "k", "s", "x"];
-const KINDS: [IndexKind; 3] = [IndexKind::BTree, IndexKind::Bitmap, IndexKind::ZoneMap];
+const KINDS: [IndexKind; 3] = [IndexKind::BTREE, IndexKind::BITMAP, IndexKind::ZONEMAP];
 
 async fn build(seed: u64, steps: &[Step]) -> Dataset {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

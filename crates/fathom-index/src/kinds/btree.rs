@@ -17,7 +17,9 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, open, read_all};
+use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
 use crate::pages::{may_match, sort_indices};
+use crate::query::Exactness;
 use crate::query::{ScalarQuery, SearchResult};
 
 pub const PAGE_DATA: &str = "page_data.lance";
@@ -164,5 +166,63 @@ pub async fn search(
             }
         }
     }
-    Ok(SearchResult::Exact(out))
+    Ok(SearchResult::exact(out))
+}
+
+/// The B-tree kind.
+#[derive(Debug)]
+pub struct BTree;
+
+#[async_trait::async_trait]
+impl IndexType for BTree {
+    fn name(&self) -> &'static str {
+        "BTREE"
+    }
+    fn type_url(&self) -> &'static str {
+        "/lance.table.BTreeIndexDetails"
+    }
+    fn max_version(&self) -> i32 {
+        1
+    }
+    fn write_version(&self, stable_row_ids: bool) -> i32 {
+        // pylance 14 writes version 1 (addresses) on stable-row-id datasets.
+        if stable_row_ids { 1 } else { 0 }
+    }
+    fn stored_ids(&self, index_version: i32, stable_row_ids: bool) -> StoredIds {
+        let _ = index_version;
+        match () {
+            _ if !stable_row_ids => StoredIds::RowAddress,
+            _ if index_version >= 1 => StoredIds::RowAddress,
+            _ => StoredIds::RowId,
+        }
+    }
+    fn supports(&self, data_type: &DataType) -> bool {
+        super::orderable(data_type)
+    }
+    fn exactness(&self, _q: &ScalarQuery) -> Exactness {
+        Exactness::Exact
+    }
+    fn preference(&self) -> u8 {
+        2
+    }
+    async fn build(
+        &self,
+        dir: &SegmentDir,
+        value_type: &DataType,
+        batches: BuildStream<'_>,
+    ) -> Result<Vec<IndexFile>> {
+        let (values, ids) = super::collect(value_type, batches).await?;
+        build(dir, &values, &ids).await
+    }
+    async fn search(
+        &self,
+        seg: SegmentRef<'_>,
+        cache: &IndexCache,
+        q: &ScalarQuery,
+        allow: Option<&fathom_table::RowSet>,
+    ) -> Result<SearchResult> {
+        Ok(search(seg.store, seg.root, seg.meta, cache, q)
+            .await?
+            .restrict(allow))
+    }
 }

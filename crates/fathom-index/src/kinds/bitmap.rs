@@ -16,7 +16,9 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
+use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
 use crate::pages::sort_indices;
+use crate::query::Exactness;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
 
@@ -144,7 +146,7 @@ pub async fn search(
     for i in hits {
         out |= rowaddr_map::deserialize(loaded.bitmaps.value(i), &meta.name)?;
     }
-    Ok(SearchResult::Exact(out))
+    Ok(SearchResult::exact(out))
 }
 
 #[cfg(test)]
@@ -196,5 +198,59 @@ mod tests {
                 assert_eq!(m.iter().collect::<Vec<_>>(), want);
             }
         }
+    }
+}
+
+/// The bitmap kind.
+#[derive(Debug)]
+pub struct Bitmap;
+
+#[async_trait::async_trait]
+impl IndexType for Bitmap {
+    fn name(&self) -> &'static str {
+        "BITMAP"
+    }
+    fn type_url(&self) -> &'static str {
+        "/lance.table.BitmapIndexDetails"
+    }
+    fn max_version(&self) -> i32 {
+        0
+    }
+    fn stored_ids(&self, index_version: i32, stable_row_ids: bool) -> StoredIds {
+        let _ = index_version;
+        if stable_row_ids {
+            StoredIds::RowId
+        } else {
+            StoredIds::RowAddress
+        }
+    }
+    fn supports(&self, data_type: &DataType) -> bool {
+        super::orderable(data_type)
+    }
+    fn exactness(&self, _q: &ScalarQuery) -> Exactness {
+        Exactness::Exact
+    }
+    fn preference(&self) -> u8 {
+        2
+    }
+    async fn build(
+        &self,
+        dir: &SegmentDir,
+        value_type: &DataType,
+        batches: BuildStream<'_>,
+    ) -> Result<Vec<IndexFile>> {
+        let (values, ids) = super::collect(value_type, batches).await?;
+        build(dir, &values, &ids).await
+    }
+    async fn search(
+        &self,
+        seg: SegmentRef<'_>,
+        cache: &IndexCache,
+        q: &ScalarQuery,
+        allow: Option<&fathom_table::RowSet>,
+    ) -> Result<SearchResult> {
+        Ok(search(seg.store, seg.root, seg.meta, cache, q)
+            .await?
+            .restrict(allow))
     }
 }

@@ -1,0 +1,231 @@
+//! The scan as a value.
+//!
+//! ```text
+//!   Snapshot (manifest, schemas) ──┐
+//!                                  ├─► plan_scan (pure) ─► ScanPlan ─► lower ─► exec nodes
+//!   ScanRequest (projection,       │    branches: Flat | Index (| Knn | Fts | Reeval, next)
+//!   filters, limit, options) ──────┘    merge:    Union (| TopK, next)
+//! ```
+//!
+//! [`plan_scan`] decides everything a scan does (which index answers
+//! which filters over which fragments, what is rechecked, what is read
+//! late, where the limit goes) without I/O, so the decisions are tested
+//! on the value itself. [`lower()`] turns the value into nodes.
+//! Column numbers are positions in the table's schema (virtual `_rowid` /
+//! `_rowaddr` last).
+
+mod flat;
+mod index;
+mod lower;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use arrow_schema::Schema;
+use datafusion::logical_expr::Expr;
+use fathom_index::Exactness;
+use fathom_index::segment::Unusable;
+use fathom_table::Manifest;
+
+pub use flat::{FlatPartitions, MIN_ROWS_PER_PARTITION, ScanUnit, plan_flat};
+pub use index::choose_indexes;
+pub use lower::{LowerContext, lower};
+
+use crate::index_expr::IndexExpr;
+
+/// What the planner sees of a dataset version.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot<'a> {
+    pub manifest: &'a Manifest,
+    /// The dataset's columns.
+    pub schema: &'a Schema,
+    /// The table's columns: the dataset's, then the virtual ones exposed.
+    pub table_schema: &'a Schema,
+}
+
+/// What a query asks of a scan.
+#[derive(Debug, Clone)]
+pub struct ScanRequest {
+    /// Table columns to output, in order.
+    pub output: Vec<usize>,
+    /// Pushed-down filters (exact), column references unqualified.
+    pub filters: Vec<Expr>,
+    pub limit: Option<usize>,
+    pub target_partitions: usize,
+    pub min_rows_per_partition: u64,
+    pub zone_pruning: bool,
+}
+
+/// A scan: branches over disjoint parts of the table, merged.
+#[derive(Debug, Clone)]
+pub struct ScanPlan {
+    pub branches: Vec<Branch>,
+    pub merge: Merge,
+    /// Table columns output, in order (every branch outputs them).
+    pub output: Vec<usize>,
+    /// Segments that could not be used, with why: their fragments are
+    /// read on the flat path.
+    pub skipped: Vec<SkippedSegment>,
+}
+
+/// How branch results combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// Rows of every branch (branches cover disjoint fragments).
+    Union,
+}
+
+#[derive(Debug, Clone)]
+pub enum Branch {
+    Flat(FlatBranch),
+    Index(IndexBranch),
+}
+
+/// Reading fragments, filtering every row.
+#[derive(Debug, Clone)]
+pub struct FlatBranch {
+    pub partitions: FlatPartitions,
+    /// Columns read: output plus those the filters need.
+    pub read: BTreeSet<usize>,
+    /// Evaluated on every row read (DataFusion's physical expressions).
+    pub filters: Vec<Expr>,
+    /// Skip zones whose statistics rule the filters out.
+    pub zone_pruning: bool,
+    /// Late materialization: read these (filter) columns first, the rest
+    /// only for rows that pass.
+    pub read_first: Option<BTreeSet<usize>>,
+    pub limit: Option<usize>,
+}
+
+/// Rows found by indexes, then read by address.
+#[derive(Debug, Clone)]
+pub struct IndexBranch {
+    pub expr: IndexExpr,
+    /// The segments searched: (index name, segment uuid).
+    pub segments: Vec<(String, uuid::Uuid)>,
+    /// Fragments every index of `expr` covers (current ones only).
+    pub covered: Vec<u64>,
+    /// What removes addresses the segments may no longer describe.
+    pub exclusions: Vec<ExclusionSource>,
+    /// How exact the index result is; the recheck follows from it.
+    pub exactness: Exactness,
+    pub recheck: Option<Recheck>,
+    /// Columns the final take reads.
+    pub take: BTreeSet<usize>,
+    pub limit: Option<usize>,
+}
+
+/// Filters re-evaluated on rows the index returned.
+#[derive(Debug, Clone)]
+pub struct Recheck {
+    /// All filters after an `AtMost` result; only those the index did not
+    /// answer after an exact one.
+    pub filters: Vec<Expr>,
+    pub columns: BTreeSet<usize>,
+    /// Recheck on a narrow take of `columns` first, then take the output
+    /// columns of the survivors only (when the output needs more).
+    pub narrow: bool,
+}
+
+/// A reason to drop an address an index returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExclusionSource {
+    /// Rows in the fragment's deletion file (deleted since the build).
+    DeletedRows,
+    /// Fragments outside this set: gone from the version, or not covered
+    /// by every index used (read on the flat path instead).
+    OutsideFragments(Vec<u64>),
+}
+
+/// A segment the planner did not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedSegment {
+    pub index: String,
+    pub uuid: uuid::Uuid,
+    pub reason: Unusable,
+}
+
+impl fmt::Display for SkippedSegment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "segment {} of index '{}' skipped: {}",
+            self.uuid, self.index, self.reason
+        )
+    }
+}
+
+/// Table columns an expression references.
+pub fn columns_of(table_schema: &Schema, e: &Expr) -> datafusion::error::Result<BTreeSet<usize>> {
+    e.column_refs()
+        .iter()
+        .map(|c| {
+            table_schema.index_of(c.name()).map_err(|_| {
+                datafusion::error::DataFusionError::Plan(format!("no column named '{}'", c.name()))
+            })
+        })
+        .collect()
+}
+
+fn columns_of_all(
+    table_schema: &Schema,
+    filters: &[Expr],
+) -> datafusion::error::Result<BTreeSet<usize>> {
+    let mut out = BTreeSet::new();
+    for f in filters {
+        out.extend(columns_of(table_schema, f)?);
+    }
+    Ok(out)
+}
+
+/// Plans a scan of `snap` for `req`.
+pub fn plan_scan(snap: Snapshot<'_>, req: &ScanRequest) -> datafusion::error::Result<ScanPlan> {
+    let filter_cols = columns_of_all(snap.table_schema, &req.filters)?;
+    let output: BTreeSet<usize> = req.output.iter().copied().collect();
+    let chosen = choose_indexes(snap);
+    for s in &chosen.skipped {
+        tracing::info!(target: "fathom::plan", "{s}");
+    }
+    let index = index::plan_index_branch(snap, &chosen, req, &output)?;
+    let covered: BTreeSet<u64> = index
+        .as_ref()
+        .map(|b| b.covered.iter().copied().collect())
+        .unwrap_or_default();
+    let flat_fragments: Vec<fathom_table::Fragment> = snap
+        .manifest
+        .fragments
+        .iter()
+        .filter(|f| !covered.contains(&f.id))
+        .cloned()
+        .collect();
+    let mut branches = Vec::new();
+    if let Some(b) = index {
+        branches.push(Branch::Index(b));
+    }
+    if branches.is_empty() || !flat_fragments.is_empty() {
+        let physical = snap.schema.fields().len();
+        let only_physical = filter_cols.iter().all(|c| *c < physical);
+        let late = !req.filters.is_empty() && !output.is_subset(&filter_cols);
+        branches.push(Branch::Flat(FlatBranch {
+            partitions: plan_flat(
+                &flat_fragments,
+                req.target_partitions,
+                req.min_rows_per_partition,
+            ),
+            read: output.union(&filter_cols).copied().collect(),
+            filters: req.filters.clone(),
+            zone_pruning: req.zone_pruning && only_physical && !req.filters.is_empty(),
+            read_first: late.then(|| filter_cols.clone()),
+            limit: req.limit,
+        }));
+    }
+    Ok(ScanPlan {
+        branches,
+        merge: Merge::Union,
+        output: req.output.clone(),
+        skipped: chosen.skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests;
