@@ -15,6 +15,7 @@
 //! ```
 
 pub mod catalog;
+pub mod codec;
 pub mod error;
 pub mod exec;
 pub mod factory;
@@ -34,6 +35,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
 
 pub use catalog::DirectorySchema;
+pub use codec::FathomPhysicalCodec;
 pub use factory::FathomTableFactory;
 pub use provider::{FathomTable, TableOptions};
 pub use udtf::LanceTableFunction;

@@ -33,6 +33,19 @@ pub struct TableState {
 }
 
 impl TableState {
+    /// `dataset`, refreshed to the latest version unless `pinned`.
+    pub fn new(dataset: Dataset, pinned: bool) -> Self {
+        TableState {
+            dataset: RwLock::new(dataset),
+            pinned,
+        }
+    }
+
+    /// Whether the table reads one version only (time travel).
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
+
     /// The version queries should read: the latest, unless pinned.
     pub async fn latest(&self) -> Result<Dataset> {
         let current = self.dataset.read().unwrap().clone();

@@ -180,7 +180,7 @@ impl Dataset {
         Self::from_manifest(store, root, uri, manifest, naming, cache)
     }
 
-    fn from_manifest(
+    pub(crate) fn from_manifest(
         store: Arc<dyn ObjectStore>,
         root: Path,
         uri: &str,

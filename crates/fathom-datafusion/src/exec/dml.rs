@@ -69,6 +69,13 @@ impl DmlExec {
         ));
         DmlExec { state, kind, props }
     }
+
+    pub fn state(&self) -> &Arc<TableState> {
+        &self.state
+    }
+    pub fn kind(&self) -> &DmlKind {
+        &self.kind
+    }
 }
 
 impl DisplayAs for DmlExec {

@@ -3,6 +3,7 @@
 //! directory, plus scenario tests in Rust.
 
 mod catalog;
+mod codec;
 mod common;
 mod flat;
 mod indexes;

@@ -1,0 +1,833 @@
+//! [`FathomPhysicalCodec`]: every execution node of ours through
+//! DataFusion's `PhysicalExtensionCodec` (datafusion-proto), so a
+//! distributed engine (datafusion-distributed, Ballista) can ship Fathom
+//! scans, index branches and DML to workers.
+//!
+//! A node's dataset travels as a [`DatasetSnapshot`] (URI, manifest bytes):
+//! the worker reopens exactly the planned version without listing or
+//! reading manifests, resolving the store from the URI. Physical
+//! expressions go through datafusion-proto itself; index-query values
+//! (any Arrow type) as Arrow IPC. Children are encoded by DataFusion.
+//!
+//! ```ignore
+//! let codec = FathomPhysicalCodec::default();
+//! let bytes = physical_plan_to_bytes_with_extension_codec(plan, &codec)?;
+//! let plan = physical_plan_from_bytes_with_extension_codec(&bytes, &task_ctx, &codec)?;
+//! ```
+
+use std::io::Cursor;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema, SchemaRef};
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::{
+    PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
+};
+use datafusion_proto::protobuf::PhysicalExprNode;
+use fathom_index::{Exactness, IndexCache, IndexKind, ScalarQuery};
+use fathom_table::scan::Projection;
+use fathom_table::{Dataset, DatasetSnapshot};
+use prost::Message;
+
+use crate::error::to_df;
+use crate::exec::dml::{DmlExec, DmlKind};
+use crate::exec::exclusion::ExclusionExec;
+use crate::exec::index_scan::ScalarIndexExec;
+use crate::exec::scan::FragmentScanExec;
+use crate::exec::take::TakeExec;
+use crate::index_expr::IndexExpr;
+use crate::plan::{ExclusionSource, FlatPartitions, ScanUnit};
+use crate::provider::TableState;
+
+/// Encodes and decodes Fathom's execution nodes. Decoded index nodes share
+/// this codec's index cache.
+#[derive(Debug, Default)]
+pub struct FathomPhysicalCodec {
+    cache: Arc<IndexCache>,
+}
+
+impl FathomPhysicalCodec {
+    /// A codec whose decoded index nodes use `cache`.
+    pub fn with_cache(cache: Arc<IndexCache>) -> Self {
+        FathomPhysicalCodec { cache }
+    }
+}
+
+/// The wire messages (protobuf, declared here rather than in a .proto:
+/// they are private to this codec).
+mod wire {
+    use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Node {
+        #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5")]
+        pub kind: Option<node::Kind>,
+    }
+    pub mod node {
+        #[derive(Clone, PartialEq, prost::Oneof)]
+        pub enum Kind {
+            #[prost(message, tag = "1")]
+            Scan(super::FragmentScan),
+            #[prost(message, tag = "2")]
+            Index(super::ScalarIndex),
+            #[prost(message, tag = "3")]
+            Exclusion(super::Exclusion),
+            #[prost(message, tag = "4")]
+            Take(super::Take),
+            #[prost(message, tag = "5")]
+            Dml(super::Dml),
+        }
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Dataset {
+        #[prost(string, tag = "1")]
+        pub uri: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub manifest: Vec<u8>,
+        #[prost(bool, tag = "3")]
+        pub v1_names: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Projection {
+        #[prost(uint32, repeated, tag = "1")]
+        pub fields: Vec<u32>,
+        #[prost(bool, tag = "2")]
+        pub with_row_id: bool,
+        #[prost(bool, tag = "3")]
+        pub with_row_addr: bool,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ScanUnit {
+        #[prost(uint64, tag = "1")]
+        pub fragment: u64,
+        #[prost(uint64, tag = "2")]
+        pub start: u64,
+        #[prost(uint64, tag = "3")]
+        pub end: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Partition {
+        #[prost(message, repeated, tag = "1")]
+        pub units: Vec<ScanUnit>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FragmentScan {
+        #[prost(message, optional, tag = "1")]
+        pub dataset: Option<Dataset>,
+        #[prost(message, repeated, tag = "2")]
+        pub partitions: Vec<Partition>,
+        #[prost(message, optional, tag = "3")]
+        pub read: Option<Projection>,
+        #[prost(uint32, repeated, tag = "4")]
+        pub output: Vec<u32>,
+        #[prost(message, optional, tag = "5")]
+        pub filter: Option<PhysicalExprNode>,
+        #[prost(message, optional, tag = "6")]
+        pub prefilter_read: Option<Projection>,
+        #[prost(message, optional, tag = "7")]
+        pub prefilter: Option<PhysicalExprNode>,
+        /// The pruning predicate's source expression (over the dataset's columns).
+        #[prost(message, optional, tag = "8")]
+        pub pruning: Option<PhysicalExprNode>,
+        #[prost(uint64, optional, tag = "9")]
+        pub limit: Option<u64>,
+        #[prost(message, optional, tag = "10")]
+        pub schema: Option<Schema>,
+        #[prost(uint64, tag = "11")]
+        pub batch_size: u64,
+        #[prost(uint64, tag = "12")]
+        pub skipped_segments: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ScalarIndex {
+        #[prost(message, optional, tag = "1")]
+        pub dataset: Option<Dataset>,
+        #[prost(message, optional, tag = "2")]
+        pub expr: Option<IndexExpr>,
+        /// 0 exact, 1 at most, 2 at least.
+        #[prost(uint32, tag = "3")]
+        pub planned: u32,
+        #[prost(uint64, tag = "4")]
+        pub batch_size: u64,
+        #[prost(uint64, tag = "5")]
+        pub skipped_segments: u64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IndexExpr {
+        #[prost(oneof = "index_expr::Kind", tags = "1, 2, 3")]
+        pub kind: Option<index_expr::Kind>,
+    }
+    pub mod index_expr {
+        #[derive(Clone, PartialEq, prost::Oneof)]
+        pub enum Kind {
+            #[prost(message, tag = "1")]
+            Query(super::IndexQuery),
+            #[prost(message, tag = "2")]
+            And(Box<super::Pair>),
+            #[prost(message, tag = "3")]
+            Or(Box<super::Pair>),
+        }
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Pair {
+        #[prost(message, optional, boxed, tag = "1")]
+        pub left: Option<Box<IndexExpr>>,
+        #[prost(message, optional, boxed, tag = "2")]
+        pub right: Option<Box<IndexExpr>>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IndexQuery {
+        #[prost(string, tag = "1")]
+        pub index: String,
+        #[prost(string, tag = "2")]
+        pub column: String,
+        /// The kind's registry name (`IndexKind::parse`).
+        #[prost(string, tag = "3")]
+        pub kind: String,
+        /// 0 equals, 1 in, 2 is null, 3 range.
+        #[prost(uint32, tag = "4")]
+        pub op: u32,
+        /// Equals / IN values, as an Arrow IPC stream of one column.
+        #[prost(bytes = "vec", tag = "5")]
+        pub values: Vec<u8>,
+        #[prost(message, optional, tag = "6")]
+        pub lower: Option<Bound>,
+        #[prost(message, optional, tag = "7")]
+        pub upper: Option<Bound>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Bound {
+        #[prost(bool, tag = "1")]
+        pub inclusive: bool,
+        #[prost(bytes = "vec", tag = "2")]
+        pub value: Vec<u8>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Exclusion {
+        #[prost(message, optional, tag = "1")]
+        pub dataset: Option<Dataset>,
+        #[prost(message, repeated, tag = "2")]
+        pub sources: Vec<ExclusionSource>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ExclusionSource {
+        /// Deleted rows when true; else fragments outside `fragments`.
+        #[prost(bool, tag = "1")]
+        pub deleted_rows: bool,
+        #[prost(uint64, repeated, tag = "2")]
+        pub fragments: Vec<u64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Take {
+        #[prost(message, optional, tag = "1")]
+        pub dataset: Option<Dataset>,
+        #[prost(message, optional, tag = "2")]
+        pub read: Option<Projection>,
+        #[prost(uint64, optional, tag = "3")]
+        pub limit: Option<u64>,
+        #[prost(message, optional, tag = "4")]
+        pub recheck: Option<PhysicalExprNode>,
+        #[prost(bool, tag = "5")]
+        pub has_keep: bool,
+        #[prost(uint32, repeated, tag = "6")]
+        pub keep: Vec<u32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Dml {
+        #[prost(message, optional, tag = "1")]
+        pub dataset: Option<Dataset>,
+        #[prost(bool, tag = "2")]
+        pub pinned: bool,
+        /// 0 append, 1 overwrite, 2 delete, 3 update.
+        #[prost(uint32, tag = "3")]
+        pub op: u32,
+        #[prost(message, optional, tag = "4")]
+        pub read: Option<Projection>,
+        #[prost(message, optional, tag = "5")]
+        pub filter: Option<PhysicalExprNode>,
+        /// Per table column (update): its new value, if assigned.
+        #[prost(message, repeated, tag = "6")]
+        pub assignments: Vec<Assignment>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Assignment {
+        #[prost(message, optional, tag = "1")]
+        pub value: Option<PhysicalExprNode>,
+    }
+}
+
+fn bad(what: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Internal(format!("FathomPhysicalCodec: {what}"))
+}
+
+fn required<T>(v: Option<T>, what: &str) -> Result<T> {
+    v.ok_or_else(|| bad(format!("message without its {what}")))
+}
+
+// ---- datasets, projections, partitions ----
+
+fn enc_dataset(ds: &Dataset) -> wire::Dataset {
+    let s = ds.snapshot();
+    wire::Dataset {
+        uri: s.uri,
+        manifest: s.manifest.to_vec(),
+        v1_names: s.v1_names,
+    }
+}
+
+fn dec_dataset(d: Option<wire::Dataset>) -> Result<Dataset> {
+    let d = required(d, "dataset")?;
+    Dataset::from_snapshot(&DatasetSnapshot {
+        uri: d.uri,
+        manifest: d.manifest.into(),
+        v1_names: d.v1_names,
+    })
+    .map_err(to_df)
+}
+
+fn enc_projection(p: &Projection) -> wire::Projection {
+    wire::Projection {
+        fields: p.fields.iter().map(|f| *f as u32).collect(),
+        with_row_id: p.with_row_id,
+        with_row_addr: p.with_row_addr,
+    }
+}
+
+fn dec_projection(p: Option<wire::Projection>, ds: &Dataset) -> Result<Projection> {
+    let p = required(p, "projection")?;
+    let n = ds.schema().fields().len();
+    if let Some(f) = p.fields.iter().find(|f| **f as usize >= n) {
+        return Err(bad(format!(
+            "column {f} is beyond the {n} columns of {} version {}",
+            ds.uri(),
+            ds.version()
+        )));
+    }
+    Ok(Projection {
+        fields: p.fields.iter().map(|f| *f as usize).collect(),
+        with_row_id: p.with_row_id,
+        with_row_addr: p.with_row_addr,
+    })
+}
+
+fn enc_partitions(p: &FlatPartitions) -> Vec<wire::Partition> {
+    p.partitions
+        .iter()
+        .map(|units| wire::Partition {
+            units: units
+                .iter()
+                .map(|u| wire::ScanUnit {
+                    fragment: u.fragment,
+                    start: u.rows.start,
+                    end: u.rows.end,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn dec_partitions(p: Vec<wire::Partition>) -> FlatPartitions {
+    FlatPartitions {
+        partitions: p
+            .into_iter()
+            .map(|part| {
+                part.units
+                    .into_iter()
+                    .map(|u| ScanUnit {
+                        fragment: u.fragment,
+                        rows: u.start..u.end,
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+// ---- index expressions ----
+
+fn enc_array(a: &ArrayRef) -> Result<Vec<u8>> {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "v",
+        a.data_type().clone(),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![a.clone()])?;
+    let mut buf = Vec::new();
+    let mut w = StreamWriter::try_new(&mut buf, &schema)?;
+    w.write(&batch)?;
+    w.finish()?;
+    drop(w);
+    Ok(buf)
+}
+
+fn dec_array(bytes: &[u8]) -> Result<ArrayRef> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+    let mut parts = Vec::new();
+    for b in reader {
+        parts.push(b?.column(0).clone());
+    }
+    match parts.len() {
+        1 => Ok(parts.pop().unwrap()),
+        n => Err(bad(format!("an index value holds {n} batches, not one"))),
+    }
+}
+
+fn enc_bound(b: &Bound<ArrayRef>) -> Result<Option<wire::Bound>> {
+    Ok(match b {
+        Bound::Unbounded => None,
+        Bound::Included(v) => Some(wire::Bound {
+            inclusive: true,
+            value: enc_array(v)?,
+        }),
+        Bound::Excluded(v) => Some(wire::Bound {
+            inclusive: false,
+            value: enc_array(v)?,
+        }),
+    })
+}
+
+fn dec_bound(b: Option<wire::Bound>) -> Result<Bound<ArrayRef>> {
+    Ok(match b {
+        None => Bound::Unbounded,
+        Some(b) if b.inclusive => Bound::Included(dec_array(&b.value)?),
+        Some(b) => Bound::Excluded(dec_array(&b.value)?),
+    })
+}
+
+fn enc_index_expr(e: &IndexExpr) -> Result<wire::IndexExpr> {
+    use wire::index_expr::Kind;
+    let pair = |a: &IndexExpr, b: &IndexExpr| -> Result<Box<wire::Pair>> {
+        Ok(Box::new(wire::Pair {
+            left: Some(Box::new(enc_index_expr(a)?)),
+            right: Some(Box::new(enc_index_expr(b)?)),
+        }))
+    };
+    let kind = match e {
+        IndexExpr::Query {
+            index,
+            column,
+            kind,
+            query,
+        } => {
+            let mut q = wire::IndexQuery {
+                index: index.clone(),
+                column: column.clone(),
+                kind: kind.name().to_string(),
+                ..Default::default()
+            };
+            match query {
+                ScalarQuery::Equals(v) => q.values = enc_array(v)?,
+                ScalarQuery::IsIn(v) => {
+                    q.op = 1;
+                    q.values = enc_array(v)?;
+                }
+                ScalarQuery::IsNull => q.op = 2,
+                ScalarQuery::Range { lower, upper } => {
+                    q.op = 3;
+                    q.lower = enc_bound(lower)?;
+                    q.upper = enc_bound(upper)?;
+                }
+            }
+            Kind::Query(q)
+        }
+        IndexExpr::And(a, b) => Kind::And(pair(a, b)?),
+        IndexExpr::Or(a, b) => Kind::Or(pair(a, b)?),
+    };
+    Ok(wire::IndexExpr { kind: Some(kind) })
+}
+
+fn dec_index_expr(e: wire::IndexExpr) -> Result<IndexExpr> {
+    use wire::index_expr::Kind;
+    let pair = |p: Box<wire::Pair>| -> Result<(Box<IndexExpr>, Box<IndexExpr>)> {
+        let p = *p;
+        Ok((
+            Box::new(dec_index_expr(*required(p.left, "left operand")?)?),
+            Box::new(dec_index_expr(*required(p.right, "right operand")?)?),
+        ))
+    };
+    Ok(match required(e.kind, "index expression")? {
+        Kind::Query(q) => {
+            let kind = IndexKind::parse(&q.kind).map_err(|e| bad(e.to_string()))?;
+            let query = match q.op {
+                0 => ScalarQuery::Equals(dec_array(&q.values)?),
+                1 => ScalarQuery::IsIn(dec_array(&q.values)?),
+                2 => ScalarQuery::IsNull,
+                3 => ScalarQuery::Range {
+                    lower: dec_bound(q.lower)?,
+                    upper: dec_bound(q.upper)?,
+                },
+                op => return Err(bad(format!("unknown index query operator {op}"))),
+            };
+            IndexExpr::Query {
+                index: q.index,
+                column: q.column,
+                kind,
+                query,
+            }
+        }
+        Kind::And(p) => {
+            let (a, b) = pair(p)?;
+            IndexExpr::And(a, b)
+        }
+        Kind::Or(p) => {
+            let (a, b) = pair(p)?;
+            IndexExpr::Or(a, b)
+        }
+    })
+}
+
+fn enc_exactness(e: Exactness) -> u32 {
+    match e {
+        Exactness::Exact => 0,
+        Exactness::AtMost => 1,
+        Exactness::AtLeast => 2,
+    }
+}
+
+fn dec_exactness(v: u32) -> Result<Exactness> {
+    Ok(match v {
+        0 => Exactness::Exact,
+        1 => Exactness::AtMost,
+        2 => Exactness::AtLeast,
+        v => return Err(bad(format!("unknown exactness {v}"))),
+    })
+}
+
+// ---- physical expressions (through datafusion-proto) ----
+
+struct Exprs<'a> {
+    codec: &'a FathomPhysicalCodec,
+    conv: &'a dyn PhysicalProtoConverterExtension,
+}
+
+impl Exprs<'_> {
+    fn enc(&self, e: &Arc<dyn PhysicalExpr>) -> Result<PhysicalExprNode> {
+        self.conv.physical_expr_to_proto(e, self.codec)
+    }
+    fn enc_opt(&self, e: Option<&Arc<dyn PhysicalExpr>>) -> Result<Option<PhysicalExprNode>> {
+        e.map(|e| self.enc(e)).transpose()
+    }
+}
+
+struct ExprDecoder<'a> {
+    ctx: PhysicalPlanDecodeContext<'a>,
+    conv: &'a dyn PhysicalProtoConverterExtension,
+}
+
+impl ExprDecoder<'_> {
+    fn dec(&self, e: &PhysicalExprNode, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+        self.conv.proto_to_physical_expr(e, schema, &self.ctx)
+    }
+    fn dec_opt(
+        &self,
+        e: Option<&PhysicalExprNode>,
+        schema: &Schema,
+    ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        e.map(|e| self.dec(e, schema)).transpose()
+    }
+}
+
+// ---- nodes ----
+
+impl FathomPhysicalCodec {
+    fn encode_node(
+        &self,
+        node: &Arc<dyn ExecutionPlan>,
+        x: &Exprs<'_>,
+    ) -> Result<Option<wire::node::Kind>> {
+        use wire::node::Kind;
+        if let Some(n) = node.downcast_ref::<FragmentScanExec>() {
+            let schema: SchemaRef = n.schema();
+            return Ok(Some(Kind::Scan(wire::FragmentScan {
+                dataset: Some(enc_dataset(n.dataset())),
+                partitions: enc_partitions(n.plan()),
+                read: Some(enc_projection(n.read())),
+                output: n.output().iter().map(|i| *i as u32).collect(),
+                filter: x.enc_opt(n.filter())?,
+                prefilter_read: n.prefilter().map(|(p, _)| enc_projection(p)),
+                prefilter: x.enc_opt(n.prefilter().map(|(_, f)| f))?,
+                pruning: x.enc_opt(n.pruning().map(|p| p.orig_expr()))?,
+                limit: n.limit().map(|l| l as u64),
+                schema: Some(schema.as_ref().try_into()?),
+                batch_size: n.batch_size() as u64,
+                skipped_segments: n.skipped_segments() as u64,
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<ScalarIndexExec>() {
+            return Ok(Some(Kind::Index(wire::ScalarIndex {
+                dataset: Some(enc_dataset(n.dataset())),
+                expr: Some(enc_index_expr(n.expr())?),
+                planned: enc_exactness(n.planned()),
+                batch_size: n.batch_size() as u64,
+                skipped_segments: n.skipped_segments() as u64,
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<ExclusionExec>() {
+            return Ok(Some(Kind::Exclusion(wire::Exclusion {
+                dataset: Some(enc_dataset(n.dataset())),
+                sources: n
+                    .sources()
+                    .iter()
+                    .map(|s| match s {
+                        ExclusionSource::DeletedRows => wire::ExclusionSource {
+                            deleted_rows: true,
+                            fragments: vec![],
+                        },
+                        ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
+                            deleted_rows: false,
+                            fragments: f.clone(),
+                        },
+                    })
+                    .collect(),
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<TakeExec>() {
+            return Ok(Some(Kind::Take(wire::Take {
+                dataset: Some(enc_dataset(n.dataset())),
+                read: Some(enc_projection(n.read())),
+                limit: n.limit().map(|l| l as u64),
+                recheck: x.enc_opt(n.recheck())?,
+                has_keep: n.keep().is_some(),
+                keep: n
+                    .keep()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|i| *i as u32)
+                    .collect(),
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<DmlExec>() {
+            let state = n.state();
+            let mut m = wire::Dml {
+                dataset: Some(enc_dataset(&state.current())),
+                pinned: state.pinned(),
+                ..Default::default()
+            };
+            match n.kind() {
+                DmlKind::Insert { overwrite, .. } => m.op = u32::from(*overwrite),
+                DmlKind::Delete { read, filter } => {
+                    m.op = 2;
+                    m.read = Some(enc_projection(read));
+                    m.filter = x.enc_opt(filter.as_ref())?;
+                }
+                DmlKind::Update {
+                    read,
+                    filter,
+                    assignments,
+                } => {
+                    m.op = 3;
+                    m.read = Some(enc_projection(read));
+                    m.filter = x.enc_opt(filter.as_ref())?;
+                    m.assignments = assignments
+                        .iter()
+                        .map(|a| {
+                            Ok(wire::Assignment {
+                                value: x.enc_opt(a.as_ref())?,
+                            })
+                        })
+                        .collect::<Result<_>>()?;
+                }
+            }
+            return Ok(Some(Kind::Dml(m)));
+        }
+        Ok(None)
+    }
+
+    fn decode_node(
+        &self,
+        kind: wire::node::Kind,
+        inputs: &[Arc<dyn ExecutionPlan>],
+        x: &ExprDecoder<'_>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use wire::node::Kind;
+        let one_input = |name: &str| -> Result<Arc<dyn ExecutionPlan>> {
+            match inputs {
+                [i] => Ok(i.clone()),
+                _ => Err(bad(format!("{name} needs 1 input, got {}", inputs.len()))),
+            }
+        };
+        Ok(match kind {
+            Kind::Scan(m) => {
+                let ds = dec_dataset(m.dataset)?;
+                let read = dec_projection(m.read, &ds)?;
+                let read_schema = read.schema(ds.schema());
+                let schema: Schema = required(m.schema.as_ref(), "schema")?.try_into()?;
+                let output: Vec<usize> = m.output.iter().map(|i| *i as usize).collect();
+                if let Some(i) = output.iter().find(|i| **i >= read_schema.fields().len()) {
+                    return Err(bad(format!("output column {i} is not read")));
+                }
+                let filter = x.dec_opt(m.filter.as_ref(), &read_schema)?;
+                let pruning = x.dec_opt(m.pruning.as_ref(), ds.schema())?;
+                let prefilter = match (m.prefilter_read, m.prefilter.as_ref()) {
+                    (Some(p), Some(f)) => {
+                        let cols = dec_projection(Some(p), &ds)?;
+                        let f = x.dec(f, &cols.schema(ds.schema()))?;
+                        Some((cols, f))
+                    }
+                    _ => None,
+                };
+                let mut exec = FragmentScanExec::new(
+                    ds.clone(),
+                    dec_partitions(m.partitions),
+                    read,
+                    output,
+                    filter,
+                    m.limit.map(|l| l as usize),
+                    Arc::new(schema),
+                    m.batch_size as usize,
+                )
+                .with_skipped_segments(m.skipped_segments as usize);
+                if let Some(p) = pruning.and_then(|p| {
+                    PruningPredicateBuilder::new()
+                        .with_file_schema(ds.schema().clone())
+                        .build(p)
+                }) {
+                    exec = exec.with_pruning(p);
+                }
+                if let Some((cols, f)) = prefilter {
+                    exec = exec.with_prefilter(cols, f);
+                }
+                Arc::new(exec)
+            }
+            Kind::Index(m) => Arc::new(
+                ScalarIndexExec::new(
+                    dec_dataset(m.dataset)?,
+                    dec_index_expr(required(m.expr, "index expression")?)?,
+                    dec_exactness(m.planned)?,
+                    self.cache.clone(),
+                    m.batch_size as usize,
+                )
+                .with_skipped_segments(m.skipped_segments as usize),
+            ),
+            Kind::Exclusion(m) => Arc::new(ExclusionExec::new(
+                one_input("ExclusionExec")?,
+                dec_dataset(m.dataset)?,
+                m.sources
+                    .into_iter()
+                    .map(|s| {
+                        if s.deleted_rows {
+                            ExclusionSource::DeletedRows
+                        } else {
+                            ExclusionSource::OutsideFragments(s.fragments)
+                        }
+                    })
+                    .collect(),
+            )),
+            Kind::Take(m) => {
+                let ds = dec_dataset(m.dataset)?;
+                let read = dec_projection(m.read, &ds)?;
+                let read_schema = read.schema(ds.schema());
+                let recheck = x.dec_opt(m.recheck.as_ref(), &read_schema)?;
+                let take = TakeExec::new(
+                    one_input("TakeExec")?,
+                    ds,
+                    read,
+                    m.limit.map(|l| l as usize),
+                )?;
+                Arc::new(match recheck {
+                    Some(f) => take.with_recheck(
+                        f,
+                        m.has_keep
+                            .then(|| m.keep.iter().map(|i| *i as usize).collect()),
+                    )?,
+                    None => take,
+                })
+            }
+            Kind::Dml(m) => {
+                let ds = dec_dataset(m.dataset)?;
+                let kind = match m.op {
+                    0 | 1 => DmlKind::Insert {
+                        input: one_input("an INSERT")?,
+                        overwrite: m.op == 1,
+                    },
+                    2 | 3 => {
+                        let read = dec_projection(m.read, &ds)?;
+                        let schema = read.schema(ds.schema());
+                        let filter = x.dec_opt(m.filter.as_ref(), &schema)?;
+                        if m.op == 2 {
+                            DmlKind::Delete { read, filter }
+                        } else {
+                            let assignments = m
+                                .assignments
+                                .iter()
+                                .map(|a| x.dec_opt(a.value.as_ref(), &schema))
+                                .collect::<Result<_>>()?;
+                            DmlKind::Update {
+                                read,
+                                filter,
+                                assignments,
+                            }
+                        }
+                    }
+                    op => return Err(bad(format!("unknown DML operation {op}"))),
+                };
+                Arc::new(DmlExec::new(
+                    Arc::new(TableState::new(ds, m.pinned)),
+                    kind,
+                ))
+            }
+        })
+    }
+}
+
+impl PhysicalExtensionCodec for FathomPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let node = wire::Node::decode(buf).map_err(|e| bad(format!("not a Fathom node: {e}")))?;
+        let x = ExprDecoder {
+            ctx: PhysicalPlanDecodeContext::new(ctx, self),
+            conv: proto_converter,
+        };
+        self.decode_node(required(node.kind, "node")?, inputs, &x)
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let x = Exprs {
+            codec: self,
+            conv: proto_converter,
+        };
+        match self.encode_node(&node, &x)? {
+            Some(kind) => {
+                wire::Node { kind: Some(kind) }.encode(buf).map_err(|e| bad(e))?;
+                Ok(())
+            }
+            None => Err(DataFusionError::NotImplemented(format!(
+                "FathomPhysicalCodec cannot encode {}",
+                node.name()
+            ))),
+        }
+    }
+}
