@@ -31,7 +31,13 @@ async fn main() -> datafusion::error::Result<()> {
     // 2. Your own session: register the dataset as a table by URI.
     let ctx = SessionContext::new();
     let uri = dir.path().join("orders.lance");
-    register_dataset(&ctx, "orders", uri.to_str().unwrap(), TableOptions::default()).await?;
+    register_dataset(
+        &ctx,
+        "orders",
+        uri.to_str().unwrap(),
+        TableOptions::default(),
+    )
+    .await?;
     let customers = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
             Field::new("customer", DataType::Int64, false),

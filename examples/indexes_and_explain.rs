@@ -31,7 +31,11 @@ async fn main() -> datafusion::error::Result<()> {
     )
     .await?;
     run_sql(&ctx, "CREATE INDEX id_idx ON items USING BTREE (id)").await?;
-    run_sql(&ctx, "CREATE INDEX cat_idx ON items USING BITMAP (category)").await?;
+    run_sql(
+        &ctx,
+        "CREATE INDEX cat_idx ON items USING BITMAP (category)",
+    )
+    .await?;
     run_sql(
         &ctx,
         "INSERT INTO items VALUES (100001, 'red', 1.0), (100002, 'blue', 2.0)",
@@ -42,12 +46,20 @@ async fn main() -> datafusion::error::Result<()> {
         println!("{}", show(&b));
     }
 
-    let query = "SELECT id, price FROM items WHERE id BETWEEN 99990 AND 100001 AND category = 'red'";
-    let plan = ctx.sql(&format!("EXPLAIN {query}")).await?.collect().await?;
+    let query =
+        "SELECT id, price FROM items WHERE id BETWEEN 99990 AND 100001 AND category = 'red'";
+    let plan = ctx
+        .sql(&format!("EXPLAIN {query}"))
+        .await?
+        .collect()
+        .await?;
     println!("{}", show(&plan));
     let text = show(&plan);
     assert!(text.contains("ScalarIndexExec"), "the index branch is used");
-    assert!(text.contains("FragmentScanExec"), "the appended fragment is scanned");
+    assert!(
+        text.contains("FragmentScanExec"),
+        "the appended fragment is scanned"
+    );
 
     let indexed = ctx.sql(query).await?.collect().await?;
     println!("{}", show(&indexed));
@@ -58,13 +70,33 @@ async fn main() -> datafusion::error::Result<()> {
         .await?
         .collect()
         .await?;
-    assert_eq!(show(&indexed), show(&scanned), "index path equals a full scan");
+    assert_eq!(
+        show(&indexed),
+        show(&scanned),
+        "index path equals a full scan"
+    );
 
     // Cover the appended fragment: the flat branch goes away.
-    run_sql(&ctx, "CREATE INDEX IF NOT EXISTS id_idx ON items USING BTREE (id)").await?;
-    run_sql(&ctx, "CREATE INDEX IF NOT EXISTS cat_idx ON items USING BITMAP (category)").await?;
-    let plan = show(&ctx.sql(&format!("EXPLAIN {query}")).await?.collect().await?);
+    run_sql(
+        &ctx,
+        "CREATE INDEX IF NOT EXISTS id_idx ON items USING BTREE (id)",
+    )
+    .await?;
+    run_sql(
+        &ctx,
+        "CREATE INDEX IF NOT EXISTS cat_idx ON items USING BITMAP (category)",
+    )
+    .await?;
+    let plan = show(
+        &ctx.sql(&format!("EXPLAIN {query}"))
+            .await?
+            .collect()
+            .await?,
+    );
     println!("{plan}");
-    assert!(!plan.contains("FragmentScanExec"), "every fragment is covered");
+    assert!(
+        !plan.contains("FragmentScanExec"),
+        "every fragment is covered"
+    );
     Ok(())
 }

@@ -134,9 +134,9 @@ pub async fn run(
 }
 
 fn to_storage_schema(s: &SchemaRef) -> SchemaRef {
-    fathom_datafusion::util::storage_schema(s)
+    fathom_datafusion::storage_schema(s)
 }
 
 fn to_storage(b: &RecordBatch) -> Result<RecordBatch, ArrowError> {
-    fathom_datafusion::util::to_storage(b).map_err(|e| ArrowError::ExternalError(Box::new(e)))
+    fathom_datafusion::to_storage(b).map_err(|e| ArrowError::ExternalError(Box::new(e)))
 }

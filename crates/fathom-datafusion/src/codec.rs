@@ -784,10 +784,7 @@ impl FathomPhysicalCodec {
                     }
                     op => return Err(bad(format!("unknown DML operation {op}"))),
                 };
-                Arc::new(DmlExec::new(
-                    Arc::new(TableState::new(ds, m.pinned)),
-                    kind,
-                ))
+                Arc::new(DmlExec::new(Arc::new(TableState::new(ds, m.pinned)), kind))
             }
         })
     }
@@ -821,7 +818,9 @@ impl PhysicalExtensionCodec for FathomPhysicalCodec {
         };
         match self.encode_node(&node, &x)? {
             Some(kind) => {
-                wire::Node { kind: Some(kind) }.encode(buf).map_err(|e| bad(e))?;
+                wire::Node { kind: Some(kind) }
+                    .encode(buf)
+                    .map_err(|e| bad(e))?;
                 Ok(())
             }
             None => Err(DataFusionError::NotImplemented(format!(

@@ -10,22 +10,27 @@
 //!   `CREATE TABLE` / `CREATE TABLE AS SELECT` / `DROP TABLE` manage datasets.
 //! - [`LanceTableFunction`]: `lance_table('<uri>', version)` (time travel).
 //!
+//! Public: the items re-exported here, `sql` (statements DataFusion's
+//! parser does not run: CREATE INDEX, CREATE [OR REPLACE] TABLE in a data
+//! directory), `plan` (the scan plan value) and `exec` (its nodes, for
+//! those who inspect or build physical plans). See ARCHITECTURE.md.
+//!
 //! ```text
 //! TableProvider::scan ─► plan::plan_scan (pure) ─► ScanPlan ─► plan::lower ─► exec nodes
 //! ```
 
-pub mod catalog;
-pub mod codec;
-pub mod error;
+mod catalog;
+mod codec;
+mod error;
 pub mod exec;
-pub mod factory;
-pub mod index_expr;
+mod factory;
+mod index_expr;
 pub mod plan;
-pub mod provider;
-pub mod pruning;
+mod provider;
+mod pruning;
 pub mod sql;
-pub mod udtf;
-pub mod util;
+mod udtf;
+mod util;
 
 use std::sync::Arc;
 
@@ -36,9 +41,12 @@ use datafusion::prelude::SessionConfig;
 
 pub use catalog::DirectorySchema;
 pub use codec::FathomPhysicalCodec;
-pub use factory::FathomTableFactory;
-pub use provider::{FathomTable, TableOptions};
+pub use error::to_df;
+pub use factory::{FathomTableFactory, open_table};
+pub use index_expr::{ColumnIndex, IndexExpr};
+pub use provider::{FathomTable, TableOptions, TableState};
 pub use udtf::LanceTableFunction;
+pub use util::{storage_schema, storage_type, to_storage};
 
 /// A session with Fathom set up: `STORED AS LANCE`, `lance_table(...)`,
 /// and, when `data_dir` is given, its datasets as the default schema.

@@ -17,6 +17,8 @@ pub mod encoding;
 pub mod error;
 pub mod format;
 pub mod io;
+#[doc(hidden)]
+// Generated; public only because fathom-table's generated types refer to it.
 pub mod pb;
 pub mod reader;
 pub mod schema;

@@ -19,6 +19,9 @@ pub mod format;
 pub mod localfs;
 pub mod manifest_io;
 pub mod naming;
+#[doc(hidden)]
+// Generated; public only for the pass-through fields of `Fragment` and `Manifest`
+// (row-id sequences, overlays, base paths) that are kept byte-for-byte.
 pub mod pb;
 pub mod rowids;
 pub mod scan;

@@ -31,9 +31,18 @@ fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
     rows
 }
 
-async fn round_trip(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
+async fn round_trip(
+    ctx: &SessionContext,
+    sql: &str,
+) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
     let codec = FathomPhysicalCodec::default();
-    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
     let bytes = physical_plan_to_bytes_with_extension_codec(plan.clone(), &codec)
         .unwrap_or_else(|e| panic!("encoding the plan of {sql}: {e}\n{}", text(&plan)));
     let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &codec)
@@ -54,9 +63,15 @@ async fn setup() -> (tempfile::TempDir, SessionContext) {
     )
     .await
     .unwrap();
-    run_sql(&ctx, "CREATE INDEX id_idx ON t USING BTREE (id)").await.unwrap();
-    run_sql(&ctx, "CREATE INDEX s_idx ON t USING BITMAP (s)").await.unwrap();
-    run_sql(&ctx, "CREATE INDEX x_idx ON t USING ZONEMAP (x)").await.unwrap();
+    run_sql(&ctx, "CREATE INDEX id_idx ON t USING BTREE (id)")
+        .await
+        .unwrap();
+    run_sql(&ctx, "CREATE INDEX s_idx ON t USING BITMAP (s)")
+        .await
+        .unwrap();
+    run_sql(&ctx, "CREATE INDEX x_idx ON t USING ZONEMAP (x)")
+        .await
+        .unwrap();
     // An uncovered appended fragment and deleted rows: union, exclusions.
     run_sql(
         &ctx,
@@ -65,7 +80,9 @@ async fn setup() -> (tempfile::TempDir, SessionContext) {
     )
     .await
     .unwrap();
-    run_sql(&ctx, "DELETE FROM t WHERE id % 100 = 5").await.unwrap();
+    run_sql(&ctx, "DELETE FROM t WHERE id % 100 = 5")
+        .await
+        .unwrap();
     (dir, ctx)
 }
 
@@ -74,11 +91,19 @@ async fn queries_round_trip_with_the_same_rows() {
     let (_dir, ctx) = setup().await;
     let cases = [
         // flat: zone pruning and a late read
-        ("SELECT id, s FROM t WHERE k = 3 AND x > 100", &["FragmentScanExec"][..]),
+        (
+            "SELECT id, s FROM t WHERE k = 3 AND x > 100",
+            &["FragmentScanExec"][..],
+        ),
         // exact index, partial coverage: union with the flat branch
         (
             "SELECT id, x FROM t WHERE id BETWEEN 50 AND 20500",
-            &["ScalarIndexExec", "ExclusionExec", "TakeExec", "FragmentScanExec"][..],
+            &[
+                "ScalarIndexExec",
+                "ExclusionExec",
+                "TakeExec",
+                "FragmentScanExec",
+            ][..],
         ),
         // AND / OR / IN over two indexes, residual recheck on an unindexed column
         (
@@ -86,9 +111,18 @@ async fn queries_round_trip_with_the_same_rows() {
             &["ScalarIndexExec", "TakeExec"][..],
         ),
         // zone map: AtMost, rechecked
-        ("SELECT id FROM t WHERE x BETWEEN 10 AND 20", &["ScalarIndexExec"][..]),
-        ("SELECT count(*) FROM t WHERE s IS NULL", &["ScalarIndexExec"][..]),
-        ("SELECT id FROM t WHERE id > 19990 LIMIT 3", &["TakeExec"][..]),
+        (
+            "SELECT id FROM t WHERE x BETWEEN 10 AND 20",
+            &["ScalarIndexExec"][..],
+        ),
+        (
+            "SELECT count(*) FROM t WHERE s IS NULL",
+            &["ScalarIndexExec"][..],
+        ),
+        (
+            "SELECT id FROM t WHERE id > 19990 LIMIT 3",
+            &["TakeExec"][..],
+        ),
     ];
     for (sql, nodes) in cases {
         let (plan, back) = round_trip(&ctx, sql).await;
@@ -146,7 +180,12 @@ async fn a_corrupt_node_is_an_error_not_a_panic() {
     let ctx = SessionContext::new();
     let codec = FathomPhysicalCodec::default();
     let err = codec
-        .try_decode(&[0xff, 0x01, 0x02], &[], &ctx.task_ctx(), &DefaultPhysicalProtoConverter {})
+        .try_decode(
+            &[0xff, 0x01, 0x02],
+            &[],
+            &ctx.task_ctx(),
+            &DefaultPhysicalProtoConverter {},
+        )
         .unwrap_err();
     assert!(err.to_string().contains("FathomPhysicalCodec"), "{err}");
 }

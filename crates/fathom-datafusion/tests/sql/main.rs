@@ -8,4 +8,5 @@ mod common;
 mod flat;
 mod indexes;
 mod pylance_stable;
+mod row_stream;
 mod slt;
