@@ -1,0 +1,218 @@
+//! The wire messages of `FathomPhysicalCodec` (protobuf, declared here
+//! rather than in a .proto: they are private to the codec).
+
+use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Node {
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5")]
+    pub kind: Option<node::Kind>,
+}
+pub mod node {
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    // Decoded once per node: the size of the largest variant does not matter.
+    #[allow(clippy::large_enum_variant)]
+    pub enum Kind {
+        #[prost(message, tag = "1")]
+        Scan(super::FragmentScan),
+        #[prost(message, tag = "2")]
+        Index(super::ScalarIndex),
+        #[prost(message, tag = "3")]
+        Exclusion(super::Exclusion),
+        #[prost(message, tag = "4")]
+        Take(super::Take),
+        #[prost(message, tag = "5")]
+        Dml(super::Dml),
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dataset {
+    #[prost(string, tag = "1")]
+    pub uri: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub manifest: Vec<u8>,
+    #[prost(bool, tag = "3")]
+    pub v1_names: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Projection {
+    #[prost(uint32, repeated, tag = "1")]
+    pub fields: Vec<u32>,
+    #[prost(bool, tag = "2")]
+    pub with_row_id: bool,
+    #[prost(bool, tag = "3")]
+    pub with_row_addr: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScanUnit {
+    #[prost(uint64, tag = "1")]
+    pub fragment: u64,
+    #[prost(uint64, tag = "2")]
+    pub start: u64,
+    #[prost(uint64, tag = "3")]
+    pub end: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Partition {
+    #[prost(message, repeated, tag = "1")]
+    pub units: Vec<ScanUnit>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FragmentScan {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(message, repeated, tag = "2")]
+    pub partitions: Vec<Partition>,
+    #[prost(message, optional, tag = "3")]
+    pub read: Option<Projection>,
+    #[prost(uint32, repeated, tag = "4")]
+    pub output: Vec<u32>,
+    #[prost(message, optional, tag = "5")]
+    pub filter: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "6")]
+    pub prefilter_read: Option<Projection>,
+    #[prost(message, optional, tag = "7")]
+    pub prefilter: Option<PhysicalExprNode>,
+    /// The pruning predicate's source expression (over the dataset's columns).
+    #[prost(message, optional, tag = "8")]
+    pub pruning: Option<PhysicalExprNode>,
+    #[prost(uint64, optional, tag = "9")]
+    pub limit: Option<u64>,
+    #[prost(message, optional, tag = "10")]
+    pub schema: Option<Schema>,
+    #[prost(uint64, tag = "11")]
+    pub batch_size: u64,
+    #[prost(uint64, tag = "12")]
+    pub skipped_segments: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScalarIndex {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(message, optional, tag = "2")]
+    pub expr: Option<IndexExpr>,
+    /// 0 exact, 1 at most, 2 at least.
+    #[prost(uint32, tag = "3")]
+    pub planned: u32,
+    #[prost(uint64, tag = "4")]
+    pub batch_size: u64,
+    #[prost(uint64, tag = "5")]
+    pub skipped_segments: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexExpr {
+    #[prost(oneof = "index_expr::Kind", tags = "1, 2, 3")]
+    pub kind: Option<index_expr::Kind>,
+}
+pub mod index_expr {
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Kind {
+        #[prost(message, tag = "1")]
+        Query(super::IndexQuery),
+        #[prost(message, tag = "2")]
+        And(Box<super::Pair>),
+        #[prost(message, tag = "3")]
+        Or(Box<super::Pair>),
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Pair {
+    #[prost(message, optional, boxed, tag = "1")]
+    pub left: Option<Box<IndexExpr>>,
+    #[prost(message, optional, boxed, tag = "2")]
+    pub right: Option<Box<IndexExpr>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexQuery {
+    #[prost(string, tag = "1")]
+    pub index: String,
+    #[prost(string, tag = "2")]
+    pub column: String,
+    /// The kind's registry name (`IndexKind::parse`).
+    #[prost(string, tag = "3")]
+    pub kind: String,
+    /// 0 equals, 1 in, 2 is null, 3 range.
+    #[prost(uint32, tag = "4")]
+    pub op: u32,
+    /// Equals / IN values, as an Arrow IPC stream of one column.
+    #[prost(bytes = "vec", tag = "5")]
+    pub values: Vec<u8>,
+    #[prost(message, optional, tag = "6")]
+    pub lower: Option<Bound>,
+    #[prost(message, optional, tag = "7")]
+    pub upper: Option<Bound>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Bound {
+    #[prost(bool, tag = "1")]
+    pub inclusive: bool,
+    #[prost(bytes = "vec", tag = "2")]
+    pub value: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Exclusion {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(message, repeated, tag = "2")]
+    pub sources: Vec<ExclusionSource>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExclusionSource {
+    /// Deleted rows when true; else fragments outside `fragments`.
+    #[prost(bool, tag = "1")]
+    pub deleted_rows: bool,
+    #[prost(uint64, repeated, tag = "2")]
+    pub fragments: Vec<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Take {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(message, optional, tag = "2")]
+    pub read: Option<Projection>,
+    #[prost(uint64, optional, tag = "3")]
+    pub limit: Option<u64>,
+    #[prost(message, optional, tag = "4")]
+    pub recheck: Option<PhysicalExprNode>,
+    #[prost(bool, tag = "5")]
+    pub has_keep: bool,
+    #[prost(uint32, repeated, tag = "6")]
+    pub keep: Vec<u32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dml {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(bool, tag = "2")]
+    pub pinned: bool,
+    /// 0 append, 1 overwrite, 2 delete, 3 update.
+    #[prost(uint32, tag = "3")]
+    pub op: u32,
+    #[prost(message, optional, tag = "4")]
+    pub read: Option<Projection>,
+    #[prost(message, optional, tag = "5")]
+    pub filter: Option<PhysicalExprNode>,
+    /// Per table column (update): its new value, if assigned.
+    #[prost(message, repeated, tag = "6")]
+    pub assignments: Vec<Assignment>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Assignment {
+    #[prost(message, optional, tag = "1")]
+    pub value: Option<PhysicalExprNode>,
+}
