@@ -46,8 +46,7 @@ async fn main() -> datafusion::error::Result<()> {
         println!("{}", show(&b));
     }
 
-    let query =
-        "SELECT id, price FROM items WHERE id BETWEEN 99990 AND 100001 AND category = 'red'";
+    let query = "SELECT id, price FROM items WHERE id BETWEEN 99990 AND 100001 AND category = 'red' ORDER BY id";
     let plan = ctx
         .sql(&format!("EXPLAIN {query}"))
         .await?

@@ -7,6 +7,11 @@
                    version with DIR/rs_v{N}.arrow (rows, count_rows, time travel)
   mutate DIR       pylance appends to and deletes from DIR/rs_ds, then dumps the
                    new latest version to DIR/rs_after.arrow
+  write_dict DIR   pylance creates DIR/py_dict (format 2.0, 2 fragments) with a
+                   dictionary-encoded string column and a null-typed column, and
+                   dumps what it reads to DIR/py_dict.arrow
+  read_dict DIR    pylance reads DIR/rs_dict written by Rust, dumps it to
+                   DIR/rs_dict_read.arrow and checks a filter on the dictionary
 """
 import json
 import os
@@ -86,5 +91,26 @@ def mutate(d):
     print("version", lance.dataset(uri).version)
 
 
+def write_dict(d):
+    words = ["red", "green", None, "blue", "red", "red"]
+    t = pa.table({
+        "id": pa.array(range(3000), pa.int64()),
+        "color": pa.array([words[i % 6] for i in range(3000)]).dictionary_encode(),
+        "nothing": pa.nulls(3000),
+    })
+    uri = os.path.join(d, "py_dict")
+    lance.write_dataset(t, uri, data_storage_version="2.0", max_rows_per_file=2000)
+    dump(lance.dataset(uri).to_table(), os.path.join(d, "py_dict.arrow"))
+
+
+def read_dict(d):
+    ds = lance.dataset(os.path.join(d, "rs_dict"))
+    t = ds.to_table()
+    dump(t, os.path.join(d, "rs_dict_read.arrow"))
+    print("schema", t.schema)
+    print("red", ds.count_rows(filter="color = 'red'"))
+
+
 if __name__ == "__main__":
-    {"write": write, "check": check, "mutate": mutate}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check, "mutate": mutate, "write_dict": write_dict,
+     "read_dict": read_dict}[sys.argv[1]](sys.argv[2])

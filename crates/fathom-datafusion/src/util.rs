@@ -31,9 +31,12 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 /// The type a Lance 2.0 file stores for `dt`: view types become their
-/// plain counterparts (DataFusion produces `Utf8View` for VARCHAR).
+/// plain counterparts (DataFusion produces `Utf8View` for VARCHAR), and
+/// dictionary-encoded values their value type (the writer
+/// dictionary-encodes pages of few distinct strings itself, as Lance does).
 pub fn storage_type(dt: &DataType) -> DataType {
     match dt {
+        DataType::Dictionary(_, value) => storage_type(value),
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
         DataType::ListView(f) | DataType::List(f) => DataType::List(Arc::new(storage_field(f))),

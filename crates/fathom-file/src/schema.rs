@@ -173,6 +173,13 @@ pub fn parse_logical_type(s: &str) -> Option<DataType> {
                 _ => None,
             }
         }
+        // dict:<value type>:<key type>:<ordered>; the value type may hold ':'.
+        "dict" if parts.len() >= 4 => {
+            let key = parse_logical_type(parts[parts.len() - 2])?;
+            let value = parse_logical_type(&parts[1..parts.len() - 2].join(":"))?;
+            (key.is_dictionary_key_type() && !value.is_nested())
+                .then(|| Dictionary(Box::new(key), Box::new(value)))
+        }
         "fixed_size_list" if parts.len() >= 3 => {
             let n: i32 = parts[parts.len() - 1].parse().ok()?;
             let inner = parse_logical_type(&parts[1..parts.len() - 1].join(":"))?;

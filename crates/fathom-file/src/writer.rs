@@ -127,6 +127,14 @@ impl ColumnEncoder {
         let column = *next_column;
         *next_column += 1;
         let dt = field.data_type()?;
+        if let DataType::Dictionary(..) = dt {
+            return Err(Error::invalid(format!(
+                "column '{}' is dictionary-typed (dataset written by pylance): \
+                     writing dictionary columns is not implemented; rewrite the table \
+                     with the column cast to its value type",
+                field.name
+            )));
+        }
         Ok(match dt {
             DataType::Struct(_) => ColumnEncoder::Struct {
                 column,

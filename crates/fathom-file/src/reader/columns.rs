@@ -203,6 +203,13 @@ impl Inner {
         dt: &DataType,
         sel: &[Range<u64>],
     ) -> Result<ArrayRef> {
+        // A dictionary-typed column (Lance's `dict:` logical type) holds
+        // pages of Arrow dictionary keys (0-based, nulls in their validity)
+        // and items; pages of plain values are encoded after reading.
+        let (dt, dict_type) = match dt {
+            DataType::Dictionary(_, value) => (value.as_ref(), Some(dt)),
+            _ => (dt, None),
+        };
         let ctx = self.ctx(column);
         let info = &self.columns[column];
         let parts = self.split(column, sel);
@@ -323,7 +330,13 @@ impl Inner {
                         num_items,
                     },
                 ) => {
-                    let idx = decode_u64s(indices, s, &ctx, &mut it)?;
+                    let (idx, keys) = match dict_type {
+                        Some(DataType::Dictionary(k, _)) => (
+                            Default::default(),
+                            Some(decode_fixed(indices, s, k, &ctx, &mut it)?),
+                        ),
+                        _ => (decode_u64s(indices, s, &ctx, &mut it)?, None),
+                    };
                     let Enc::Binary {
                         indices: ii,
                         null_adj,
@@ -344,7 +357,13 @@ impl Inner {
                     let run = &runs[0];
                     let data = bytes.slice(run.items.start as usize..run.items.end as usize);
                     let items = make_array(build_binary(dt, &runs, &[data])?);
-                    Step::Done(make_array(apply_dictionary(items, &idx, &ctx)?))
+                    match (dict_type, keys) {
+                        (Some(d), Some(keys)) => {
+                            let keys = make_array(keys);
+                            Step::Done(dictionary_of(d, keys, items, &ctx)?)
+                        }
+                        _ => Step::Done(make_array(apply_dictionary(items, &idx, &ctx)?)),
+                    }
                 }
                 _ => unreachable!("plan matches encoding"),
             };
@@ -370,10 +389,31 @@ impl Inner {
                 }
             });
         }
+        if let Some(d) = dict_type {
+            for a in arrays.iter_mut() {
+                if a.data_type() != d {
+                    *a = arrow_cast::cast(a, d)?;
+                }
+            }
+        }
         if arrays.len() == 1 {
             return Ok(arrays.pop().unwrap());
         }
         let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
         Ok(arrow_select::concat::concat(&refs)?)
     }
+}
+
+/// A dictionary array of type `dt` from a page's keys and items, checking
+/// every key against the items.
+fn dictionary_of(dt: &DataType, keys: ArrayRef, items: ArrayRef, ctx: &Ctx) -> Result<ArrayRef> {
+    let data = keys
+        .to_data()
+        .into_builder()
+        .data_type(dt.clone())
+        .child_data(vec![items.to_data()]);
+    let data = data
+        .build()
+        .map_err(|e| ctx.corrupt(format!("dictionary keys do not fit their items: {e}")))?;
+    Ok(make_array(data))
 }

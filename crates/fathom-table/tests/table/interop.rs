@@ -176,3 +176,81 @@ fn pylance_reads_and_changes_what_we_write() {
         }
     });
 }
+
+/// Dictionary-encoded strings and null-typed columns: pylance's open here
+/// with their types, and a dictionary column written here reads in
+/// pylance with the same values (Lance's `dict:` logical type).
+#[test]
+fn dictionary_and_null_columns_both_ways() {
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType;
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    run(&py, "write_dict", dir.path());
+    let expected = read_ipc(&dir.path().join("py_dict.arrow"));
+    let rt = runtime();
+    let uri = dir.path().join("py_dict");
+    let ds = rt.block_on(Dataset::open(uri.to_str().unwrap())).unwrap();
+    let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    assert_eq!(ds.schema().field(1).data_type(), &dict);
+    assert_eq!(ds.schema().field(2).data_type(), &DataType::Null);
+    let got = rt.block_on(ds.scan().collect()).unwrap();
+    assert_eq!(got.num_rows(), 3000);
+    let values = |b: &RecordBatch| -> Vec<Option<String>> {
+        let c = arrow_cast::cast(b.column(1), &DataType::Utf8).unwrap();
+        c.as_string::<i32>()
+            .iter()
+            .map(|v| v.map(String::from))
+            .collect()
+    };
+    assert!(
+        values(&got) == values(&expected),
+        "dictionary values differ"
+    );
+    assert_eq!(got.column(1).data_type(), &dict);
+    assert_eq!(got.column(2).logical_null_count(), 3000);
+
+    // Appending to a dictionary column is refused, naming it; nothing
+    // is committed.
+    let err = rt
+        .block_on(ds.append(&[got.slice(0, 10)], &WriteParams::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("'color'") && err.contains("dictionary"),
+        "{err}"
+    );
+    let again = rt.block_on(Dataset::open(uri.to_str().unwrap())).unwrap();
+    assert_eq!(again.version(), ds.version());
+
+    // Dictionary input is stored as its values (as the SQL layer and the
+    // importer do); pylance reads them back, and filters on them.
+    let as_strings = arrow_cast::cast(got.column(1), &DataType::Utf8).unwrap();
+    let ours = RecordBatch::try_new(
+        std::sync::Arc::new(arrow_schema::Schema::new(vec![
+            ds.schema().field(0).clone(),
+            arrow_schema::Field::new("color", DataType::Utf8, true),
+        ])),
+        vec![got.column(0).clone(), as_strings],
+    )
+    .unwrap();
+    let out = dir.path().join("rs_dict");
+    rt.block_on(Dataset::write(
+        out.to_str().unwrap(),
+        &[ours.clone()],
+        WriteMode::Create,
+        WriteParams::default(),
+    ))
+    .unwrap();
+    let text = run(&py, "read_dict", dir.path());
+    let back = read_ipc(&dir.path().join("rs_dict_read.arrow"));
+    assert!(
+        values(&back) == values(&ours),
+        "pylance read other values\n{text}"
+    );
+    let reds = values(&ours)
+        .iter()
+        .filter(|v| v.as_deref() == Some("red"))
+        .count();
+    assert!(text.contains(&format!("red {reds}")), "{text}");
+}
