@@ -180,23 +180,7 @@ impl FathomTable {
     /// Maps a column of this table's schema to what the reader produces.
     fn projection_for(&self, ds: &Dataset, columns: &BTreeSet<usize>) -> Result<Projection> {
         self.check_schema(ds)?;
-        let n = ds.schema().fields().len();
-        let mut p = Projection {
-            fields: vec![],
-            with_row_id: false,
-            with_row_addr: false,
-        };
-        for &c in columns {
-            if c < n {
-                p.fields.push(c);
-            } else {
-                match self.virtual_names()[c - n] {
-                    ROW_ID => p.with_row_id = true,
-                    _ => p.with_row_addr = true,
-                }
-            }
-        }
-        Ok(p)
+        crate::plan::projection_of(ds, &self.schema, columns)
     }
 
     fn virtual_names(&self) -> Vec<&'static str> {

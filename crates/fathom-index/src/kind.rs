@@ -70,11 +70,17 @@ pub trait IndexType: Send + Sync + fmt::Debug + 'static {
     }
     /// What a segment of this version stores.
     fn stored_ids(&self, index_version: i32, stable_row_ids: bool) -> StoredIds;
-    /// Whether a column of this type can be indexed.
-    fn supports(&self, data_type: &DataType) -> bool;
-    /// How exact this kind's answer to `q` is. The planner derives the
-    /// recheck from it; a search must never return a weaker result.
-    fn exactness(&self, q: &ScalarQuery) -> Exactness;
+    /// Whether a column of this type can be indexed (default: types with
+    /// a total order the kinds compare by, see `kinds::orderable`).
+    fn supports(&self, data_type: &DataType) -> bool {
+        crate::kinds::orderable(data_type)
+    }
+    /// How exact this kind's answer to `q` is (default: exact). The
+    /// planner derives the recheck from it; a search must never return a
+    /// weaker result.
+    fn exactness(&self, _q: &ScalarQuery) -> Exactness {
+        Exactness::Exact
+    }
     /// Preference when several indexes cover a column (higher wins; ties
     /// go to the wider coverage).
     fn preference(&self) -> u8;

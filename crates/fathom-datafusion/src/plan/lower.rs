@@ -44,28 +44,7 @@ pub struct LowerContext<'a> {
 impl LowerContext<'_> {
     /// What the reader produces for table columns `columns`.
     pub fn projection(&self, columns: &BTreeSet<usize>) -> Result<Projection> {
-        let n = self.dataset.schema().fields().len();
-        let mut p = Projection {
-            fields: vec![],
-            with_row_id: false,
-            with_row_addr: false,
-        };
-        for &c in columns {
-            if c < n {
-                p.fields.push(c);
-            } else {
-                match self.table_schema.field(c).name().as_str() {
-                    ROW_ID => p.with_row_id = true,
-                    ROW_ADDR => p.with_row_addr = true,
-                    other => {
-                        return Err(DataFusionError::Internal(format!(
-                            "column {other} is neither stored nor virtual"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(p)
+        projection_of(self.dataset, self.table_schema, columns)
     }
 
     /// `filters` as one physical predicate over `schema`.
@@ -84,6 +63,37 @@ impl LowerContext<'_> {
     fn schema_of(&self, p: &Projection) -> SchemaRef {
         p.schema(self.dataset.schema())
     }
+}
+
+/// What the reader of `dataset` produces for columns `columns` of a table
+/// whose schema is `table_schema` (the dataset's columns, then virtual ones).
+pub fn projection_of(
+    dataset: &Dataset,
+    table_schema: &Schema,
+    columns: &BTreeSet<usize>,
+) -> Result<Projection> {
+    let n = dataset.schema().fields().len();
+    let mut p = Projection {
+        fields: vec![],
+        with_row_id: false,
+        with_row_addr: false,
+    };
+    for &c in columns {
+        if c < n {
+            p.fields.push(c);
+        } else {
+            match table_schema.field(c).name().as_str() {
+                ROW_ID => p.with_row_id = true,
+                ROW_ADDR => p.with_row_addr = true,
+                other => {
+                    return Err(DataFusionError::Internal(format!(
+                        "column {other} is neither stored nor virtual"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(p)
 }
 
 /// Turns `plan` into execution nodes.

@@ -29,7 +29,7 @@ use fathom_table::Manifest;
 
 pub use flat::{FlatPartitions, MIN_ROWS_PER_PARTITION, ScanUnit, plan_flat};
 pub use index::choose_indexes;
-pub use lower::{LowerContext, lower};
+pub use lower::{LowerContext, lower, projection_of};
 
 use crate::index_expr::IndexExpr;
 

@@ -18,7 +18,6 @@ use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
 use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
 use crate::pages::sort_indices;
-use crate::query::Exactness;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
 
@@ -223,12 +222,6 @@ impl IndexType for Bitmap {
         } else {
             StoredIds::RowAddress
         }
-    }
-    fn supports(&self, data_type: &DataType) -> bool {
-        super::orderable(data_type)
-    }
-    fn exactness(&self, _q: &ScalarQuery) -> Exactness {
-        Exactness::Exact
     }
     fn preference(&self) -> u8 {
         2

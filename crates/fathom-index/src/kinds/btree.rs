@@ -19,7 +19,6 @@ use crate::error::Result;
 use crate::io::{SegmentDir, open, read_all};
 use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
 use crate::pages::{may_match, sort_indices};
-use crate::query::Exactness;
 use crate::query::{ScalarQuery, SearchResult};
 
 pub const PAGE_DATA: &str = "page_data.lance";
@@ -195,12 +194,6 @@ impl IndexType for BTree {
             _ if index_version >= 1 => StoredIds::RowAddress,
             _ => StoredIds::RowId,
         }
-    }
-    fn supports(&self, data_type: &DataType) -> bool {
-        super::orderable(data_type)
-    }
-    fn exactness(&self, _q: &ScalarQuery) -> Exactness {
-        Exactness::Exact
     }
     fn preference(&self) -> u8 {
         2

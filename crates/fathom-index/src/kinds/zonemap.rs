@@ -249,9 +249,6 @@ impl IndexType for ZoneMap {
         // Zones name fragments and offsets, whatever the dataset.
         StoredIds::RowAddress
     }
-    fn supports(&self, data_type: &DataType) -> bool {
-        super::orderable(data_type)
-    }
     fn exactness(&self, q: &ScalarQuery) -> Exactness {
         match q {
             ScalarQuery::IsNull => Exactness::Exact,

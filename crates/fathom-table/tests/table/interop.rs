@@ -237,7 +237,7 @@ fn dictionary_and_null_columns_both_ways() {
     let out = dir.path().join("rs_dict");
     rt.block_on(Dataset::write(
         out.to_str().unwrap(),
-        &[ours.clone()],
+        std::slice::from_ref(&ours),
         WriteMode::Create,
         WriteParams::default(),
     ))
