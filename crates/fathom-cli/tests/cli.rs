@@ -525,3 +525,63 @@ fn imports_take_the_tables_form() {
     let e = err(&fathom(d, &["import", "nul.csv", "nul.lance"]));
     assert!(e.contains("column 'b'"), "{e}");
 }
+
+/// A Parquet file with a dictionary-encoded string column (as pyarrow and
+/// pandas categoricals write them) imports, stored as strings, and the
+/// values come back; appending the same file again works.
+#[test]
+fn dictionary_strings_import() {
+    use arrow_array::{DictionaryArray, types::Int32Type};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let dict_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("color", dict_type, true),
+    ]));
+    let colors: DictionaryArray<Int32Type> = (0..12)
+        .map(|i| ["red", "green", "blue"].get(i % 4).copied())
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..12)),
+            Arc::new(colors),
+        ],
+    )
+    .unwrap();
+    let pq = d.join("dict.parquet");
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    ok(&fathom(
+        d,
+        &["import", "dict.parquet", "fathom-data/c.lance"],
+    ));
+    ok(&fathom(
+        d,
+        &[
+            "import",
+            "dict.parquet",
+            "fathom-data/c.lance",
+            "--mode",
+            "append",
+        ],
+    ));
+    let out = ok(&fathom(
+        d,
+        &[
+            "sql",
+            "-c",
+            "SELECT color, count(*) AS n, arrow_typeof(color) AS t FROM c GROUP BY color ORDER BY color",
+            "--format",
+            "csv",
+        ],
+    ));
+    assert_eq!(
+        out,
+        "color,n,t\nblue,6,Utf8\ngreen,6,Utf8\nred,6,Utf8\n,6,Utf8\n"
+    );
+}
