@@ -329,7 +329,8 @@ impl ColumnEncoder {
 /// Writes one Lance 2.0 file.
 pub struct FileWriter {
     out: BufWriter,
-    path: Path,
+    /// The path as shown in errors (whole, see `io::shown`).
+    path: String,
     pos: u64,
     schema: LanceSchema,
     arrow_schema: SchemaRef,
@@ -371,8 +372,8 @@ impl FileWriter {
             .map(|f| ColumnEncoder::new(f, &mut next_column))
             .collect::<Result<Vec<_>>>()?;
         Ok(FileWriter {
-            out: BufWriter::new(store, path.clone()),
-            path,
+            path: crate::io::shown(store.as_ref(), &path),
+            out: BufWriter::new(store, path),
             pos: 0,
             pages: vec![vec![]; next_column],
             schema,
@@ -464,7 +465,7 @@ impl FileWriter {
 
     async fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
         self.out.write_all(b).await.map_err(|e| Error::Io {
-            path: self.path.to_string(),
+            path: self.path.clone(),
             source: object_store::Error::Generic {
                 store: "writer",
                 source: Box::new(e),
@@ -600,7 +601,7 @@ impl FileWriter {
         };
         self.write_bytes(&footer.to_bytes()).await?;
         self.out.shutdown().await.map_err(|e| Error::Io {
-            path: self.path.to_string(),
+            path: self.path.clone(),
             source: object_store::Error::Generic {
                 store: "writer",
                 source: Box::new(e),
@@ -615,7 +616,7 @@ impl FileWriter {
     /// Abandons the file: nothing becomes visible at the path.
     pub async fn abort(mut self) -> Result<()> {
         self.out.abort().await.map_err(|source| Error::Io {
-            path: self.path.to_string(),
+            path: self.path.clone(),
             source,
         })
     }

@@ -96,7 +96,10 @@ impl Dataset {
         // Manifests first: once a version is gone, nothing can need its files.
         for v in &removed_versions {
             let p = manifest_path(&self.root, *v, self.naming);
-            self.store.delete(&p).await.map_err(Error::io(&p))?;
+            self.store
+                .delete(&p)
+                .await
+                .map_err(Error::io(&*self.store, &p))?;
             stats.versions_removed += 1;
         }
         for p in removed_files.difference(&kept_files) {
@@ -107,7 +110,7 @@ impl Dataset {
                     stats.bytes_removed += size;
                 }
                 Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(Error::io(p)(e)),
+                Err(e) => return Err(Error::io(&*self.store, p)(e)),
             }
         }
         Ok(stats)

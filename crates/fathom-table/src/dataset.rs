@@ -67,7 +67,7 @@ pub(crate) async fn list_versions(
     let listed = match store.list_with_delimiter(Some(&dir)).await {
         Ok(l) => l.objects,
         Err(object_store::Error::NotFound { .. }) => vec![],
-        Err(e) => return Err(Error::io(&dir)(e)),
+        Err(e) => return Err(Error::io(store, &dir)(e)),
     };
     let mut versions = Vec::new();
     let mut scheme = None;

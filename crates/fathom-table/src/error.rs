@@ -46,8 +46,13 @@ impl Error {
     pub(crate) fn invalid(message: impl ToString) -> Self {
         Error::InvalidInput(message.to_string())
     }
-    pub(crate) fn io(path: impl ToString) -> impl FnOnce(object_store::Error) -> Self {
-        let path = path.to_string();
+    /// An I/O error on `path` of `store`, the path shown whole (see
+    /// [`crate::store::shown`]).
+    pub(crate) fn io(
+        store: &dyn object_store::ObjectStore,
+        path: &object_store::path::Path,
+    ) -> impl FnOnce(object_store::Error) -> Self + use<> {
+        let path = crate::store::shown(store, path);
         move |source| Error::Io { path, source }
     }
 }

@@ -99,11 +99,11 @@ pub async fn read_manifest(store: &dyn ObjectStore, path: &Path) -> Result<Manif
     let bytes = store
         .get(path)
         .await
-        .map_err(Error::io(path))?
+        .map_err(Error::io(store, path))?
         .bytes()
         .await
-        .map_err(Error::io(path))?;
-    decode_manifest(&bytes, path.as_ref())
+        .map_err(Error::io(store, path))?;
+    decode_manifest(&bytes, &crate::store::shown(store, path))
 }
 
 /// Writes a manifest only if no file exists at `path` (the commit point).
@@ -124,6 +124,6 @@ pub async fn write_manifest_if_absent(
         Ok(_) => Ok(true),
         Err(object_store::Error::AlreadyExists { .. })
         | Err(object_store::Error::Precondition { .. }) => Ok(false),
-        Err(e) => Err(Error::io(path)(e)),
+        Err(e) => Err(Error::io(store, path)(e)),
     }
 }

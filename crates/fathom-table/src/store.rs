@@ -53,3 +53,5 @@ pub fn store_for_uri(uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
         .map_err(|e| Error::invalid(format!("path '{local}': {e}")))?;
     Ok((Arc::new(crate::localfs::LocalStore::new()), root))
 }
+
+pub use fathom_file::io::shown;

@@ -158,7 +158,7 @@ impl FileReader {
         size: Option<u64>,
         opts: FileReaderOptions,
     ) -> Result<Self> {
-        let p = path.to_string();
+        let p = crate::io::shown(store.as_ref(), &path);
         let size = match size {
             Some(s) => s,
             None => {

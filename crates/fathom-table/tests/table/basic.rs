@@ -247,3 +247,41 @@ fn bad_input_is_refused_without_a_commit() {
         assert!(err.contains("fragment 7"), "{err}");
     });
 }
+
+/// Errors name files by the path a user would write: a local dataset's
+/// missing data file is shown with its leading `/` (object-store paths are
+/// store-relative and used to lose it).
+#[test]
+fn errors_show_whole_local_paths() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("p.lance");
+    let ds = rt
+        .block_on(Dataset::write(
+            uri.to_str().unwrap(),
+            &[rows(0..10)],
+            WriteMode::Create,
+            WriteParams::default(),
+        ))
+        .unwrap();
+    let data = std::fs::read_dir(uri.join("data"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&data).unwrap();
+    let err = rt.block_on(ds.scan().collect()).unwrap_err().to_string();
+    let whole = data.canonicalize().unwrap_or(data.clone());
+    let name = data.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name), "{err}");
+    // Every mention of the file is an absolute path.
+    for (i, _) in err.match_indices(name) {
+        let start = err[..i].rfind(' ').map(|s| s + 1).unwrap_or(0);
+        assert!(
+            err[start..].starts_with('/'),
+            "path without its leading '/': {err} (file {})",
+            whole.display()
+        );
+    }
+}
