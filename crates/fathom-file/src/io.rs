@@ -157,6 +157,22 @@ fn local(within: &Range<u64>, r: &Range<u64>) -> Range<usize> {
     (r.start - within.start) as usize..(r.end - within.start) as usize
 }
 
+/// `path` as a user would write it: object-store paths are relative to
+/// their store, so a local one loses its leading `/` and an S3 key its
+/// bucket; put them back (`/tmp/ds/...`, `s3://bucket/key`, `memory://...`).
+pub fn shown(store: &dyn ObjectStore, path: &Path) -> String {
+    let name = store.to_string();
+    if name.starts_with("LocalStore") || name.starts_with("LocalFileSystem") {
+        format!("/{path}")
+    } else if let Some(bucket) = name.strip_prefix("AmazonS3(") {
+        format!("s3://{}/{path}", bucket.trim_end_matches(')'))
+    } else if name.starts_with("InMemory") {
+        format!("memory://{path}")
+    } else {
+        path.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,21 +210,5 @@ mod tests {
             assert_eq!(parts.concat(), want, "{ranges:?}");
         }
         assert!(io.read_concat(&[99_999..100_001]).await.is_err());
-    }
-}
-
-/// `path` as a user would write it: object-store paths are relative to
-/// their store, so a local one loses its leading `/` and an S3 key its
-/// bucket; put them back (`/tmp/ds/...`, `s3://bucket/key`, `memory://...`).
-pub fn shown(store: &dyn ObjectStore, path: &Path) -> String {
-    let name = store.to_string();
-    if name.starts_with("LocalStore") || name.starts_with("LocalFileSystem") {
-        format!("/{path}")
-    } else if let Some(bucket) = name.strip_prefix("AmazonS3(") {
-        format!("s3://{}/{path}", bucket.trim_end_matches(')'))
-    } else if name.starts_with("InMemory") {
-        format!("memory://{path}")
-    } else {
-        path.to_string()
     }
 }

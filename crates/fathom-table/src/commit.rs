@@ -51,12 +51,12 @@ async fn read_transaction(t: &CommitTarget<'_>, m: &Manifest) -> Result<Option<T
     };
     let path = transaction_path(t.root, name);
     let bytes = match t.store.get(&path).await {
-        Ok(r) => r.bytes().await.map_err(Error::io(&*t.store, &path))?,
+        Ok(r) => r.bytes().await.map_err(Error::io(t.store, &path))?,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(Error::io(&*t.store, &path)(e)),
+        Err(e) => return Err(Error::io(t.store, &path)(e)),
     };
     let pbt = pb::Transaction::decode(bytes)
-        .map_err(|e| Error::corrupt(crate::store::shown(&*t.store, &path), e))?;
+        .map_err(|e| Error::corrupt(crate::store::shown(t.store, &path), e))?;
     Transaction::from_pb(pbt)
 }
 
@@ -112,7 +112,7 @@ async fn exists(t: &CommitTarget<'_>, path: &Path) -> Result<bool> {
     match t.store.head(path).await {
         Ok(_) => Ok(true),
         Err(object_store::Error::NotFound { .. }) => Ok(false),
-        Err(e) => Err(Error::io(&*t.store, path)(e)),
+        Err(e) => Err(Error::io(t.store, path)(e)),
     }
 }
 
@@ -146,7 +146,7 @@ pub(crate) async fn commit(
         t.store
             .put(&txn_path, PutPayload::from(txn.to_pb().encode_to_vec()))
             .await
-            .map_err(Error::io(&*t.store, &txn_path))?;
+            .map_err(Error::io(t.store, &txn_path))?;
         let next = apply(&latest, &txn, restored, &txn_name)?;
         let path = manifest_path(t.root, next.version, t.naming);
         if latest.version > 0

@@ -31,11 +31,11 @@ pub async fn read_deletions(
     let bytes = store
         .get(&path)
         .await
-        .map_err(Error::io(&*store, &path))?
+        .map_err(Error::io(store, &path))?
         .bytes()
         .await
-        .map_err(Error::io(&*store, &path))?;
-    let shown = crate::store::shown(&*store, &path);
+        .map_err(Error::io(store, &path))?;
+    let shown = crate::store::shown(store, &path);
     let bad = |m: String| Error::corrupt(&shown, m);
     let set = match f.kind {
         DeletionFileKind::Bitmap => RoaringBitmap::deserialize_from(&bytes[..])
@@ -121,7 +121,7 @@ pub async fn write_deletions(
     store
         .put(&path, PutPayload::from(bytes))
         .await
-        .map_err(Error::io(&*store, &path))?;
+        .map_err(Error::io(store, &path))?;
     Ok(DeletionFile {
         kind,
         read_version,
