@@ -186,25 +186,39 @@ impl ScalarQuery {
         let ScalarQuery::IsIn(list) = self else {
             return Ok(None);
         };
-        let values = normalize_zero(values);
         let list = sorted_distinct(list.as_ref())?;
-        let cmp = make_comparator(values.as_ref(), list.as_ref(), SortOptions::default())?;
-        let n = values.len();
-        let mut out = Vec::new();
-        let mut lo = 0;
-        for j in 0..list.len() {
-            if lo == n {
-                break;
-            }
-            let start = lo + partition_point(n - lo, |k| cmp(lo + k, j).is_lt());
-            let end = start + partition_point(n - start, |k| cmp(start + k, j).is_le());
-            if end > start {
-                out.push(start..end);
-            }
-            lo = end;
-        }
-        Ok(Some(out))
+        in_ranges_of_sorted(list.as_ref(), values).map(Some)
     }
+}
+
+/// The ranges of sorted `values` equal to members of `list` (sorted and
+/// distinct, see [`sorted_distinct`]): list values below the first value
+/// are skipped with one binary search, and the walk stops at the last
+/// value, so a page costs about (list values in its range) x log(page),
+/// not the whole list. Sort the list once per search, not per page.
+pub fn in_ranges_of_sorted(list: &dyn Array, values: &dyn Array) -> Result<Vec<Range<usize>>> {
+    let values = normalize_zero(values);
+    let n = values.len();
+    let mut out = Vec::new();
+    if n == 0 || list.is_empty() {
+        return Ok(out);
+    }
+    let cmp = make_comparator(values.as_ref(), list, SortOptions::default())?;
+    // First list value not below values[0].
+    let first = partition_point(list.len(), |j| cmp(0, j).is_gt());
+    let mut lo = 0;
+    for j in first..list.len() {
+        if lo == n {
+            break;
+        }
+        let start = lo + partition_point(n - lo, |k| cmp(lo + k, j).is_lt());
+        let end = start + partition_point(n - start, |k| cmp(start + k, j).is_le());
+        if end > start {
+            out.push(start..end);
+        }
+        lo = end;
+    }
+    Ok(out)
 }
 
 /// The first `k` in `0..n` for which `pred(k)` is false (`pred` true on a

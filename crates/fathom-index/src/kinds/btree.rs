@@ -127,6 +127,11 @@ pub async fn search(
         }
     };
     let hit = may_match(q, &lookup.min, &lookup.max, &lookup.nulls)?;
+    // An IN list is sorted once here, not once per page it touches.
+    let sorted_in = match q {
+        ScalarQuery::IsIn(list) => Some(crate::query::sorted_distinct(list.as_ref())?),
+        _ => None,
+    };
     let mut out = RoaringTreemap::new();
     let mut data = None;
     for p in 0..hit.len() {
@@ -152,7 +157,8 @@ pub async fn search(
                 pg
             }
         };
-        if let Some(ranges) = q.in_ranges_sorted(page.values.as_ref())? {
+        if let Some(list) = &sorted_in {
+            let ranges = crate::query::in_ranges_of_sorted(list.as_ref(), page.values.as_ref())?;
             for r in ranges {
                 out.extend(page.ids.values()[r].iter().copied());
             }
