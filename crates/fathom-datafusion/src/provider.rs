@@ -132,10 +132,7 @@ impl FathomTable {
             dataset.schema().metadata().clone(),
         ));
         FathomTable {
-            state: Arc::new(TableState {
-                dataset: RwLock::new(dataset),
-                pinned,
-            }),
+            state: Arc::new(TableState::new(dataset, pinned)),
             schema,
             options,
             index_cache: Arc::new(fathom_index::IndexCache::default()),
