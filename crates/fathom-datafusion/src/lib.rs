@@ -9,6 +9,8 @@
 //! - [`DirectorySchema`]: a directory of datasets as a schema, so that
 //!   `CREATE TABLE` / `CREATE TABLE AS SELECT` / `DROP TABLE` manage datasets.
 //! - [`LanceTableFunction`]: `lance_table('<uri>', version)` (time travel).
+//! - [`IndexCountRule`]: `COUNT(*)` (grouped by a bitmap-indexed column or
+//!   not) from index row sets, no rows read; [`with_fathom_rules`] adds it.
 //!
 //! Public: the items re-exported here, `sql` (statements DataFusion's
 //! parser does not run: CREATE INDEX, CREATE [OR REPLACE] TABLE in a data
@@ -21,6 +23,7 @@
 
 mod catalog;
 mod codec;
+mod count_rule;
 mod error;
 pub mod exec;
 mod factory;
@@ -41,6 +44,7 @@ use datafusion::prelude::SessionConfig;
 
 pub use catalog::DirectorySchema;
 pub use codec::FathomPhysicalCodec;
+pub use count_rule::IndexCountRule;
 pub use error::to_df;
 pub use factory::{FathomTableFactory, open_table};
 pub use index_expr::{ColumnIndex, IndexExpr};
@@ -54,10 +58,12 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
     let mut config = SessionConfig::new().with_information_schema(true);
     // Lance 2.0 stores plain strings; VARCHAR maps to Utf8 rather than Utf8View.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
-    let mut state = SessionStateBuilder::new()
-        .with_config(config)
-        .with_default_features()
-        .build();
+    let mut state = with_fathom_rules(
+        SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features(),
+    )
+    .build();
     state
         .table_factories_mut()
         .insert("LANCE".to_string(), Arc::new(FathomTableFactory));
@@ -68,6 +74,13 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
         catalog.register_schema("public", Arc::new(DirectorySchema::new(dir)?))?;
     }
     Ok(ctx)
+}
+
+/// `builder` with Fathom's physical optimizer rules added after
+/// DataFusion's: [`IndexCountRule`] (counts from index row sets). Tables
+/// work without them, with the same results, only slower.
+pub fn with_fathom_rules(builder: SessionStateBuilder) -> SessionStateBuilder {
+    builder.with_physical_optimizer_rule(Arc::new(IndexCountRule))
 }
 
 /// Registers the dataset at `uri` as table `name` (latest version).

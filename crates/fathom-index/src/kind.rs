@@ -42,6 +42,14 @@ pub enum StoredIds {
 /// stored ids (UInt64), in row-address order.
 pub type BuildStream<'a> = BoxStream<'a, Result<RecordBatch>>;
 
+/// A segment's distinct values and, for each, the stored ids of its rows.
+#[derive(Debug, Clone)]
+pub struct Groups {
+    /// Distinct values, ascending, a null key first when rows are null.
+    pub keys: arrow_array::ArrayRef,
+    pub rows: Vec<RowSet>,
+}
+
 /// Where a segment lives.
 #[derive(Debug, Clone, Copy)]
 pub struct SegmentRef<'a> {
@@ -100,6 +108,15 @@ pub trait IndexType: Send + Sync + fmt::Debug + 'static {
         q: &ScalarQuery,
         allow: Option<&RowSet>,
     ) -> Result<SearchResult>;
+    /// Whether [`Self::groups`] answers (planning decides on it).
+    fn keeps_groups(&self) -> bool {
+        false
+    }
+    /// Every distinct value with its rows, if this kind keeps them
+    /// (bitmaps do): grouped counts are then answered by cardinalities.
+    async fn groups(&self, _seg: SegmentRef<'_>, _cache: &IndexCache) -> Result<Option<Groups>> {
+        Ok(None)
+    }
 }
 
 fn last_part(url: &str) -> String {

@@ -27,7 +27,7 @@ pub mod segment;
 
 pub use cache::IndexCache;
 pub use error::{Error, Result};
-pub use kind::{IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
+pub use kind::{Groups, IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
 pub use lifecycle::{
     IndexInfo, create_index, drop_index, extend_index, list_indexes, rebuild_index,
 };

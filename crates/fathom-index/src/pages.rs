@@ -68,6 +68,59 @@ pub fn may_match(
     })
 }
 
+/// For each zone with bounds `min[i]..=max[i]` and `null_counts[i]`
+/// nulls: does every one of its rows match `q`? True only for zones with
+/// no nulls whose min and max both satisfy `q` (every query here is
+/// convex in the scan's total order, so all values between do too).
+pub fn all_match(
+    q: &ScalarQuery,
+    min: &ArrayRef,
+    max: &ArrayRef,
+    null_counts: &[u64],
+) -> Result<BooleanArray> {
+    let n = null_counts.len();
+    let (min, max) = (&normalize_zero(min.as_ref()), &normalize_zero(max.as_ref()));
+    let scalar = |v: &ArrayRef| Scalar::new(normalize_zero(v.as_ref()));
+    let no_nulls = BooleanArray::from_iter(
+        (0..n).map(|i| Some(null_counts[i] == 0 && min.is_valid(i) && max.is_valid(i))),
+    );
+    let acc = match q {
+        ScalarQuery::IsNull => BooleanArray::from(vec![false; n]),
+        ScalarQuery::Equals(v) => {
+            let s = scalar(v);
+            and(&cmp::eq(min, &s)?, &cmp::eq(max, &s)?)
+        }
+        ScalarQuery::IsIn(list) => {
+            // One value in the zone (min = max), and it is in the list.
+            let list = sorted_distinct(list.as_ref())?;
+            let cmin = make_comparator(min.as_ref(), list.as_ref(), SortOptions::default())?;
+            let same = cmp::eq(min, max)?;
+            BooleanArray::from_iter((0..n).map(|p| {
+                if !min.is_valid(p) || !same.value(p) {
+                    return Some(false);
+                }
+                let found = binary_search_by(list.len(), |j| cmin(p, j).reverse()).is_ok();
+                Some(found)
+            }))
+        }
+        ScalarQuery::Range { lower, upper } => {
+            let mut acc = BooleanArray::from(vec![true; n]);
+            match lower {
+                Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(min, &scalar(v))?),
+                Bound::Excluded(v) => acc = and(&acc, &cmp::gt(min, &scalar(v))?),
+                Bound::Unbounded => {}
+            }
+            match upper {
+                Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(max, &scalar(v))?),
+                Bound::Excluded(v) => acc = and(&acc, &cmp::lt(max, &scalar(v))?),
+                Bound::Unbounded => {}
+            }
+            acc
+        }
+    };
+    Ok(and(&acc, &no_nulls))
+}
+
 /// Sorted order of `values`, nulls first (arrow's total order for floats).
 pub fn sort_indices(values: &dyn Array) -> Result<arrow_array::UInt32Array> {
     Ok(arrow_ord::sort::sort_to_indices(

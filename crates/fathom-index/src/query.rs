@@ -82,10 +82,17 @@ impl Exactness {
 }
 
 /// Rows an index returned, with how exact they are.
+///
+/// An `AtMost` result may also know a subset of its rows that certainly
+/// match (`certain`: a zone map's zones whose min and max both satisfy
+/// the predicate and that hold no nulls), so that only the rest need a
+/// recheck. For an exact result every row is certain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchResult {
     pub rows: RowSet,
     pub exactness: Exactness,
+    /// Rows known to match, a subset of `rows` (`AtMost` results only).
+    pub certain: Option<RowSet>,
 }
 
 impl SearchResult {
@@ -93,12 +100,22 @@ impl SearchResult {
         SearchResult {
             rows: rows.into(),
             exactness: Exactness::Exact,
+            certain: None,
         }
     }
     pub fn at_most(rows: impl Into<RowSet>) -> Self {
         SearchResult {
             rows: rows.into(),
             exactness: Exactness::AtMost,
+            certain: None,
+        }
+    }
+    /// An `AtMost` result whose rows `certain` (a subset) surely match.
+    pub fn at_most_with_certain(rows: impl Into<RowSet>, certain: RowSet) -> Self {
+        SearchResult {
+            rows: rows.into(),
+            exactness: Exactness::AtMost,
+            certain: Some(certain),
         }
     }
     pub fn rows(&self) -> &RowSet {
@@ -114,6 +131,7 @@ impl SearchResult {
     pub fn restrict(mut self, allow: Option<&RowSet>) -> Self {
         if let Some(a) = allow {
             self.rows = self.rows & a.clone();
+            self.certain = self.certain.map(|c| c & a.clone());
         }
         self
     }

@@ -5,7 +5,7 @@ use fathom_table::format::IndexMetadata;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
-use crate::kind::{IndexKind, SegmentRef, StoredIds};
+use crate::kind::{Groups, IndexKind, SegmentRef, StoredIds};
 use crate::query::{ScalarQuery, SearchResult};
 use fathom_table::RowSet;
 
@@ -68,11 +68,41 @@ pub async fn search(
         StoredIds::RowId => {
             let r = kind.search(seg, cache, q, None).await?;
             let rows = ds.row_ids_to_addresses(r.rows.as_treemap()).await?;
+            let certain = match &r.certain {
+                Some(c) => Some(ds.row_ids_to_addresses(c.as_treemap()).await?.into()),
+                None => None,
+            };
             Ok(SearchResult {
                 rows: rows.into(),
                 exactness: r.exactness,
+                certain,
             }
             .restrict(allow))
         }
     }
+}
+
+/// A segment's distinct values and the row addresses (of `ds`) of each,
+/// if its kind keeps them (see [`crate::IndexType::groups`]).
+pub async fn groups(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    kind: IndexKind,
+    cache: &IndexCache,
+) -> Result<Option<Groups>> {
+    let seg = SegmentRef {
+        store: ds.store(),
+        root: ds.root(),
+        meta,
+    };
+    let Some(mut g) = kind.groups(seg, cache).await? else {
+        return Ok(None);
+    };
+    let stable = ds.manifest().uses_stable_row_ids();
+    if kind.stored_ids(meta.index_version.unwrap_or(0), stable) == StoredIds::RowId {
+        for r in &mut g.rows {
+            *r = ds.row_ids_to_addresses(r.as_treemap()).await?.into();
+        }
+    }
+    Ok(Some(g))
 }

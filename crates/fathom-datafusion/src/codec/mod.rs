@@ -41,6 +41,7 @@ use crate::error::to_df;
 use crate::exec::dml::{DmlExec, DmlKind};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
+use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 use crate::index_expr::IndexExpr;
@@ -336,6 +337,35 @@ impl ExprDecoder<'_> {
 
 // ---- nodes ----
 
+fn enc_sources(sources: &[ExclusionSource]) -> Vec<wire::ExclusionSource> {
+    sources
+        .iter()
+        .map(|s| match s {
+            ExclusionSource::DeletedRows => wire::ExclusionSource {
+                deleted_rows: true,
+                fragments: vec![],
+            },
+            ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
+                deleted_rows: false,
+                fragments: f.clone(),
+            },
+        })
+        .collect()
+}
+
+fn dec_sources(sources: Vec<wire::ExclusionSource>) -> Vec<ExclusionSource> {
+    sources
+        .into_iter()
+        .map(|s| {
+            if s.deleted_rows {
+                ExclusionSource::DeletedRows
+            } else {
+                ExclusionSource::OutsideFragments(s.fragments)
+            }
+        })
+        .collect()
+}
+
 impl FathomPhysicalCodec {
     fn encode_node(
         &self,
@@ -372,20 +402,21 @@ impl FathomPhysicalCodec {
         if let Some(n) = node.downcast_ref::<ExclusionExec>() {
             return Ok(Some(Kind::Exclusion(wire::Exclusion {
                 dataset: Some(enc_dataset(n.dataset())),
-                sources: n
-                    .sources()
-                    .iter()
-                    .map(|s| match s {
-                        ExclusionSource::DeletedRows => wire::ExclusionSource {
-                            deleted_rows: true,
-                            fragments: vec![],
-                        },
-                        ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
-                            deleted_rows: false,
-                            fragments: f.clone(),
-                        },
-                    })
-                    .collect(),
+                sources: enc_sources(n.sources()),
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<IndexCountExec>() {
+            let schema: SchemaRef = n.schema();
+            return Ok(Some(Kind::Count(wire::IndexCount {
+                dataset: Some(enc_dataset(n.dataset())),
+                expr: n.expr().map(enc_index_expr).transpose()?,
+                planned: enc_exactness(n.planned()),
+                sources: enc_sources(n.exclusions()),
+                recheck_read: n.recheck().map(|r| enc_projection(&r.read)),
+                recheck: x.enc_opt(n.recheck().map(|r| &r.predicate))?,
+                group_index: n.group_index().map(str::to_string),
+                batch_size: n.batch_size() as u64,
+                schema: Some(schema.as_ref().try_into()?),
             })));
         }
         if let Some(n) = node.downcast_ref::<TakeExec>() {
@@ -483,7 +514,8 @@ impl FathomPhysicalCodec {
                     Arc::new(schema),
                     m.batch_size as usize,
                 )
-                .with_skipped_segments(m.skipped_segments as usize);
+                .with_skipped_segments(m.skipped_segments as usize)
+                .with_index_cache(self.cache.clone());
                 if let Some(p) = pruning.and_then(|p| {
                     PruningPredicateBuilder::new()
                         .with_file_schema(ds.schema().clone())
@@ -509,17 +541,31 @@ impl FathomPhysicalCodec {
             Kind::Exclusion(m) => Arc::new(ExclusionExec::new(
                 one_input("ExclusionExec")?,
                 dec_dataset(m.dataset)?,
-                m.sources
-                    .into_iter()
-                    .map(|s| {
-                        if s.deleted_rows {
-                            ExclusionSource::DeletedRows
-                        } else {
-                            ExclusionSource::OutsideFragments(s.fragments)
-                        }
-                    })
-                    .collect(),
+                dec_sources(m.sources),
             )),
+            Kind::Count(m) => {
+                let ds = dec_dataset(m.dataset)?;
+                let recheck = match (m.recheck_read, m.recheck.as_ref()) {
+                    (Some(p), Some(f)) => {
+                        let read = dec_projection(Some(p), &ds)?;
+                        let predicate = x.dec(f, &read.schema(ds.schema()))?;
+                        Some(CountRecheck { read, predicate })
+                    }
+                    _ => None,
+                };
+                let schema: Schema = required(m.schema.as_ref(), "count schema")?.try_into()?;
+                Arc::new(IndexCountExec::new(
+                    ds,
+                    m.expr.map(dec_index_expr).transpose()?,
+                    dec_exactness(m.planned)?,
+                    self.cache.clone(),
+                    dec_sources(m.sources),
+                    recheck,
+                    m.group_index,
+                    m.batch_size as usize,
+                    Arc::new(schema),
+                )?)
+            }
             Kind::Take(m) => {
                 let ds = dec_dataset(m.dataset)?;
                 let read = dec_projection(m.read, &ds)?;

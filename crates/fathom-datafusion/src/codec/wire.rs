@@ -5,7 +5,7 @@ use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Node {
-    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6")]
     pub kind: Option<node::Kind>,
 }
 pub mod node {
@@ -23,6 +23,8 @@ pub mod node {
         Take(super::Take),
         #[prost(message, tag = "5")]
         Dml(super::Dml),
+        #[prost(message, tag = "6")]
+        Count(super::IndexCount),
     }
 }
 
@@ -166,6 +168,29 @@ pub struct Exclusion {
     pub dataset: Option<Dataset>,
     #[prost(message, repeated, tag = "2")]
     pub sources: Vec<ExclusionSource>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexCount {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    /// Absent: every row.
+    #[prost(message, optional, tag = "2")]
+    pub expr: Option<IndexExpr>,
+    #[prost(uint32, tag = "3")]
+    pub planned: u32,
+    #[prost(message, repeated, tag = "4")]
+    pub sources: Vec<ExclusionSource>,
+    #[prost(message, optional, tag = "5")]
+    pub recheck_read: Option<Projection>,
+    #[prost(message, optional, tag = "6")]
+    pub recheck: Option<PhysicalExprNode>,
+    #[prost(string, optional, tag = "7")]
+    pub group_index: Option<String>,
+    #[prost(uint64, tag = "8")]
+    pub batch_size: u64,
+    #[prost(message, optional, tag = "9")]
+    pub schema: Option<Schema>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

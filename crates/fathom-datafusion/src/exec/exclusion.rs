@@ -25,7 +25,7 @@ use datafusion::physical_plan::metrics::{
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use fathom_table::{Dataset, Fragment, FragmentId, RowAddress};
+use fathom_table::{Dataset, Fragment, FragmentId, RowAddress, RowSet};
 use futures::StreamExt;
 use roaring::RoaringBitmap;
 
@@ -64,30 +64,105 @@ impl ExclusionExec {
         &self.sources
     }
 
+    /// The sources resolved against the dataset.
+    pub fn exclusion(&self) -> Exclusion {
+        Exclusion::new(&self.dataset, &self.sources)
+    }
+}
+
+/// Exclusion sources resolved against a dataset version: the fragments
+/// whose rows may pass, and whether deleted rows are dropped. Applied per
+/// address by [`ExclusionExec`], and to whole row sets by counts.
+#[derive(Debug, Clone)]
+pub struct Exclusion {
+    dataset: Dataset,
     /// Fragments whose rows may pass: all current ones, less those outside
     /// every `OutsideFragments` set.
-    fn allowed(&self) -> HashSet<u64> {
-        let mut ids: HashSet<u64> = self.dataset.fragments().iter().map(|f| f.id).collect();
-        for s in &self.sources {
+    frags: Arc<HashMap<FragmentId, Fragment>>,
+    deletions: bool,
+}
+
+impl Exclusion {
+    pub fn new(dataset: &Dataset, sources: &[ExclusionSource]) -> Self {
+        let mut ids: HashSet<u64> = dataset.fragments().iter().map(|f| f.id).collect();
+        for s in sources {
             if let ExclusionSource::OutsideFragments(keep) = s {
                 let keep: HashSet<u64> = keep.iter().copied().collect();
                 ids.retain(|f| keep.contains(f));
             }
         }
-        ids
+        let frags = dataset
+            .fragments()
+            .iter()
+            .filter(|f| ids.contains(&f.id))
+            .filter_map(|f| Some((FragmentId::try_from(f.id).ok()?, f.clone())))
+            .collect();
+        Exclusion {
+            dataset: dataset.clone(),
+            frags: Arc::new(frags),
+            deletions: sources.contains(&ExclusionSource::DeletedRows),
+        }
+    }
+
+    /// Fragments whose rows may pass.
+    pub fn fragments(&self) -> impl Iterator<Item = &Fragment> {
+        self.frags.values()
+    }
+
+    /// For a fragment whose rows may pass: its deleted rows (when they are
+    /// dropped) and its physical row count; `None` for any other.
+    async fn fragment(&self, f: FragmentId) -> Result<Option<(Option<Arc<RoaringBitmap>>, u64)>> {
+        let Some(fr) = self.frags.get(&f) else {
+            return Ok(None);
+        };
+        let del = if self.deletions {
+            self.dataset.deleted_rows(fr).await.map_err(to_df)?
+        } else {
+            None
+        };
+        Ok(Some((del, fr.physical_rows)))
+    }
+
+    /// The rows of `rows` that pass, as a set: per fragment one range
+    /// removal and one bitmap difference, no per-row work.
+    pub async fn apply(&self, rows: &RowSet) -> Result<RowSet> {
+        let mut out = Vec::new();
+        for (f, offsets) in rows.fragments() {
+            let Some((del, n)) = self.fragment(f).await? else {
+                continue;
+            };
+            let mut b = offsets.clone();
+            if let Ok(n) = u32::try_from(n) {
+                b.remove_range(n..);
+            }
+            if let Some(d) = &del {
+                b -= d.as_ref();
+            }
+            if !b.is_empty() {
+                out.push((f.0, b));
+            }
+        }
+        Ok(RowSet::from(roaring::RoaringTreemap::from_bitmaps(out)))
+    }
+
+    /// Every row of the fragments that pass, less the deleted ones.
+    pub async fn all_rows(&self) -> Result<RowSet> {
+        let mut all = RowSet::new();
+        for (f, fr) in self.frags.iter() {
+            all.insert_range(*f, 0..u32::try_from(fr.physical_rows).unwrap_or(u32::MAX));
+        }
+        self.apply(&all).await
     }
 }
 
 impl DisplayAs for ExclusionExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let allowed = self.allowed();
-        write!(f, "ExclusionExec: covered_fragments={}", allowed.len())?;
-        if self.sources.contains(&ExclusionSource::DeletedRows) {
-            let with_deletions = self
-                .dataset
+        let ex = self.exclusion();
+        write!(f, "ExclusionExec: covered_fragments={}", ex.frags.len())?;
+        if ex.deletions {
+            let with_deletions = ex
                 .fragments()
-                .iter()
-                .filter(|fr| fr.deletion_file.is_some() && allowed.contains(&fr.id))
+                .filter(|fr| fr.deletion_file.is_some())
                 .count();
             write!(f, ", with_deletions={with_deletions}")?;
         }
@@ -136,20 +211,10 @@ impl ExecutionPlan for ExclusionExec {
         let input = self.input.execute(partition, ctx)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let excluded = MetricBuilder::new(&self.metrics).counter("rows_excluded", partition);
-        let ds = self.dataset.clone();
-        let allowed = self.allowed();
-        let frags: Arc<HashMap<FragmentId, Fragment>> = Arc::new(
-            ds.fragments()
-                .iter()
-                .filter(|f| allowed.contains(&f.id))
-                .filter_map(|f| Some((FragmentId::try_from(f.id).ok()?, f.clone())))
-                .collect(),
-        );
-        let deletions = self.sources.contains(&ExclusionSource::DeletedRows);
+        let ex = Arc::new(self.exclusion());
         let schema = self.input.schema();
         let stream = input.then(move |batch| {
-            let ds = ds.clone();
-            let frags = frags.clone();
+            let ex = ex.clone();
             let excluded = excluded.clone();
             let baseline = baseline.clone();
             async move {
@@ -164,28 +229,18 @@ impl ExecutionPlan for ExclusionExec {
                         DataFusionError::Internal("ExclusionExec expects UInt64 addresses".into())
                     })?;
                 let mut keep = Vec::with_capacity(a.len());
-                // (fragment, its deletions, its rows), for runs of one fragment.
-                let mut current: Option<(FragmentId, Option<Arc<RoaringBitmap>>, u64)> = None;
+                // The current fragment's (deletions, rows), for runs of one fragment.
+                type Current = (FragmentId, Option<(Option<Arc<RoaringBitmap>>, u64)>);
+                let mut current: Option<Current> = None;
                 for &v in a.values() {
                     let addr = RowAddress::from_u64(v);
                     let f = addr.fragment();
                     if current.as_ref().is_none_or(|c| c.0 != f) {
-                        current = match frags.get(&f) {
-                            None => None,
-                            Some(fr) => Some((
-                                f,
-                                if deletions {
-                                    ds.deleted_rows(fr).await.map_err(to_df)?
-                                } else {
-                                    None
-                                },
-                                fr.physical_rows,
-                            )),
-                        };
+                        current = Some((f, ex.fragment(f).await?));
                     }
                     let o = addr.offset();
                     keep.push(match &current {
-                        Some((cf, del, rows)) if *cf == f => {
+                        Some((_, Some((del, rows)))) => {
                             (o as u64) < *rows && !del.as_ref().is_some_and(|d| d.contains(o))
                         }
                         _ => false,

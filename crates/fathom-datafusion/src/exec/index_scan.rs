@@ -119,16 +119,34 @@ fn combine(a: Exactness, b: Exactness) -> Result<Exactness> {
     })
 }
 
-/// The rows matching `e`, and how exact they are.
-fn eval<'a>(
+/// An index expression's answer: the rows, how exact they are, and for an
+/// `AtMost` answer the rows known to match (`None`: every row of an exact
+/// answer).
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    pub rows: RowSet,
+    pub exactness: Exactness,
+    pub certain: Option<RowSet>,
+}
+
+impl Evaluated {
+    /// The rows known to match.
+    pub fn certain(&self) -> &RowSet {
+        self.certain.as_ref().unwrap_or(&self.rows)
+    }
+}
+
+/// Evaluates `e` over every usable segment of the indexes it names.
+pub fn evaluate<'a>(
     ds: &'a Dataset,
     cache: &'a IndexCache,
     e: &'a IndexExpr,
-) -> BoxFuture<'a, Result<(RowSet, Exactness)>> {
+) -> BoxFuture<'a, Result<Evaluated>> {
     Box::pin(async move {
         Ok(match e {
             IndexExpr::Query { index, query, .. } => {
-                let mut out = RowSet::new();
+                let mut rows = RowSet::new();
+                let mut certain = RowSet::new();
                 let mut exactness = Exactness::Exact;
                 for seg in ds.manifest().indices.iter().filter(|i| &i.name == index) {
                     let Ok(kind) = usable(seg) else { continue };
@@ -136,17 +154,35 @@ fn eval<'a>(
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
                     exactness = combine(exactness, r.exactness)?;
-                    out = out | r.rows;
+                    certain = certain
+                        | match (r.exactness, r.certain) {
+                            (Exactness::Exact, _) => r.rows.clone(),
+                            (_, Some(c)) => c,
+                            (_, None) => RowSet::new(),
+                        };
+                    rows = rows | r.rows;
                 }
-                (out, exactness)
+                let certain = (exactness != Exactness::Exact).then_some(certain);
+                Evaluated {
+                    rows,
+                    exactness,
+                    certain,
+                }
             }
-            IndexExpr::And(a, b) => {
-                let ((ra, ea), (rb, eb)) = (eval(ds, cache, a).await?, eval(ds, cache, b).await?);
-                (ra & rb, combine(ea, eb)?)
-            }
-            IndexExpr::Or(a, b) => {
-                let ((ra, ea), (rb, eb)) = (eval(ds, cache, a).await?, eval(ds, cache, b).await?);
-                (ra | rb, combine(ea, eb)?)
+            IndexExpr::And(a, b) | IndexExpr::Or(a, b) => {
+                let (ra, rb) = (evaluate(ds, cache, a).await?, evaluate(ds, cache, b).await?);
+                let exactness = combine(ra.exactness, rb.exactness)?;
+                let and = matches!(e, IndexExpr::And(..));
+                let certain = (exactness != Exactness::Exact).then(|| {
+                    let (ca, cb) = (ra.certain().clone(), rb.certain().clone());
+                    if and { ca & cb } else { ca | cb }
+                });
+                let rows = if and { ra.rows & rb.rows } else { ra.rows | rb.rows };
+                Evaluated {
+                    rows,
+                    exactness,
+                    certain,
+                }
             }
         })
     })
@@ -208,7 +244,9 @@ impl ExecutionPlan for ScalarIndexExec {
         let elapsed = baseline.elapsed_compute().clone();
         let fut = async move {
             let timer = elapsed.timer();
-            let (rows, exactness) = eval(&ds, &cache, &expr).await?;
+            let Evaluated {
+                rows, exactness, ..
+            } = evaluate(&ds, &cache, &expr).await?;
             if !exactness.satisfies(planned) {
                 return Err(DataFusionError::Internal(format!(
                     "index search of {expr} returned a {} result where the plan expected {}",

@@ -1,6 +1,7 @@
 //! Execution nodes, one per file.
 
 pub mod common;
+pub mod count;
 pub mod dml;
 pub mod exclusion;
 pub mod index_scan;

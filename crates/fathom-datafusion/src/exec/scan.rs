@@ -49,6 +49,9 @@ pub struct FragmentScanExec {
     props: Arc<PlanProperties>,
     batch_size: usize,
     skipped_segments: usize,
+    /// The table's index cache, for rules that answer from an index what
+    /// this scan would read (grouped counts).
+    index_cache: Option<Arc<fathom_index::IndexCache>>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -86,6 +89,7 @@ impl FragmentScanExec {
             props,
             batch_size,
             skipped_segments: 0,
+            index_cache: None,
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -111,6 +115,15 @@ impl FragmentScanExec {
         self
     }
 
+    /// The table's index cache (see the field).
+    pub fn with_index_cache(mut self, cache: Arc<fathom_index::IndexCache>) -> Self {
+        self.index_cache = Some(cache);
+        self
+    }
+
+    pub fn index_cache(&self) -> Option<&Arc<fathom_index::IndexCache>> {
+        self.index_cache.as_ref()
+    }
     pub fn plan(&self) -> &FlatPartitions {
         &self.plan
     }

@@ -140,7 +140,8 @@ fn lower_flat(
         out_schema.clone(),
         ctx.session.config().batch_size(),
     )
-    .with_skipped_segments(skipped);
+    .with_skipped_segments(skipped)
+    .with_index_cache(ctx.cache.clone());
     if b.zone_pruning
         && let Some(f) = ctx.predicate(&b.filters, ctx.dataset.schema())?
         && let Some(p) = PruningPredicateBuilder::new()

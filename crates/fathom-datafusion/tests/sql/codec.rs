@@ -115,9 +115,23 @@ async fn queries_round_trip_with_the_same_rows() {
             "SELECT id FROM t WHERE x BETWEEN 10 AND 20",
             &["ScalarIndexExec"][..],
         ),
+        // counts from index row sets (the union's flat part aggregated)
         (
             "SELECT count(*) FROM t WHERE s IS NULL",
-            &["ScalarIndexExec"][..],
+            &["IndexCountExec"][..],
+        ),
+        (
+            "SELECT s, count(*) FROM t WHERE id < 5000 GROUP BY s",
+            &["IndexCountExec: id_idx", "group_by_index=s_idx"][..],
+        ),
+        (
+            "SELECT count(*) FROM t WHERE x BETWEEN 10 AND 2000",
+            &["IndexCountExec", "recheck_uncertain"][..],
+        ),
+        // the appended fragment is not in s_idx: aggregated from the scan
+        (
+            "SELECT s, count(1) AS n FROM t GROUP BY s",
+            &["FragmentScanExec"][..],
         ),
         (
             "SELECT id FROM t WHERE id > 19990 LIMIT 3",

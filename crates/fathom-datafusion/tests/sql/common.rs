@@ -56,3 +56,11 @@ pub async fn ids(ctx: &SessionContext, sql: &str) -> Vec<i64> {
         })
         .collect()
 }
+
+/// A query's result as a table (for comparing whole results).
+pub async fn text(ctx: &SessionContext, sql: &str) -> String {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    arrow_cast::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+}

@@ -1,8 +1,9 @@
 //! Bitmap: `bitmap_page_lookup.lance` holds each distinct value (`keys`,
 //! a null key for null rows) and the serialized row-address map of its
-//! rows (`bitmaps`). For low-cardinality columns. Exact.
+//! rows (`bitmaps`). For low-cardinality columns. Exact. Its keys and
+//! their rows also answer grouped counts (`GROUP BY` the column).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, UInt32Array, UInt64Array};
@@ -16,7 +17,7 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
-use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
+use crate::kind::{BuildStream, Groups, IndexType, SegmentRef, StoredIds};
 use crate::pages::sort_indices;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
@@ -110,6 +111,40 @@ pub async fn build(
 struct Loaded {
     keys: ArrayRef,
     bitmaps: BinaryArray,
+    /// Each key's rows, deserialized on first use.
+    maps: Vec<OnceLock<RoaringTreemap>>,
+}
+
+impl Loaded {
+    fn map(&self, i: usize, index: &str) -> Result<&RoaringTreemap> {
+        if let Some(m) = self.maps[i].get() {
+            return Ok(m);
+        }
+        let m = rowaddr_map::deserialize(self.bitmaps.value(i), index)?;
+        Ok(self.maps[i].get_or_init(|| m))
+    }
+}
+
+async fn load(
+    store: &Arc<dyn ObjectStore>,
+    root: &Path,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+) -> Result<Arc<Loaded>> {
+    let key = format!("{}/bitmap", meta.uuid);
+    if let Some(l) = cache.get::<Loaded>(&key) {
+        return Ok(l);
+    }
+    let (_, b) = read_all(store, root, meta, LOOKUP).await?;
+    let bitmaps = b.column(1).as_binary::<i32>().clone();
+    let l = Arc::new(Loaded {
+        keys: b.column(0).clone(),
+        maps: (0..bitmaps.len()).map(|_| OnceLock::new()).collect(),
+        bitmaps,
+    });
+    // Deserialized maps take about what their bytes do.
+    cache.insert(key, l.clone(), 2 * b.get_array_memory_size());
+    Ok(l)
 }
 
 pub async fn search(
@@ -119,19 +154,7 @@ pub async fn search(
     cache: &IndexCache,
     q: &ScalarQuery,
 ) -> Result<SearchResult> {
-    let key = format!("{}/bitmap", meta.uuid);
-    let loaded = match cache.get::<Loaded>(&key) {
-        Some(l) => l,
-        None => {
-            let (_, b) = read_all(store, root, meta, LOOKUP).await?;
-            let l = Arc::new(Loaded {
-                keys: b.column(0).clone(),
-                bitmaps: b.column(1).as_binary::<i32>().clone(),
-            });
-            cache.insert(key, l.clone(), b.get_array_memory_size());
-            l
-        }
-    };
+    let loaded = load(store, root, meta, cache).await?;
     // Keys are distinct and sorted (null first): an IN list is found by
     // binary searches, anything else by one vectorized pass over the keys.
     let hits: Vec<usize> = match q.in_ranges_sorted(loaded.keys.as_ref())? {
@@ -141,11 +164,29 @@ pub async fn search(
             (0..m.len()).filter(|&i| m.value(i)).collect()
         }
     };
+    // The maps are OR-ed as bitmaps (never expanded to addresses here).
     let mut out = RoaringTreemap::new();
     for i in hits {
-        out |= rowaddr_map::deserialize(loaded.bitmaps.value(i), &meta.name)?;
+        out |= loaded.map(i, &meta.name)?;
     }
     Ok(SearchResult::exact(out))
+}
+
+/// Every key (null first, if any row is null) with its rows.
+pub async fn groups(
+    store: &Arc<dyn ObjectStore>,
+    root: &Path,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+) -> Result<Groups> {
+    let loaded = load(store, root, meta, cache).await?;
+    let rows = (0..loaded.keys.len())
+        .map(|i| Ok(loaded.map(i, &meta.name)?.clone().into()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Groups {
+        keys: loaded.keys.clone(),
+        rows,
+    })
 }
 
 #[cfg(test)]
@@ -245,5 +286,11 @@ impl IndexType for Bitmap {
         Ok(search(seg.store, seg.root, seg.meta, cache, q)
             .await?
             .restrict(allow))
+    }
+    fn keeps_groups(&self) -> bool {
+        true
+    }
+    async fn groups(&self, seg: SegmentRef<'_>, cache: &IndexCache) -> Result<Option<Groups>> {
+        Ok(Some(groups(seg.store, seg.root, seg.meta, cache).await?))
     }
 }

@@ -2,7 +2,9 @@
 //! `min`, `max`, `null_count` (`zonemap.lance`, with `fragment_id`,
 //! `zone_start`, `zone_length`); the addresses of null rows are a
 //! row-address map in global buffer 1. Equality, range and IN return every
-//! row of the zones that may match (AtMost, rechecked); IS NULL is exact.
+//! row of the zones that may match (AtMost, rechecked), and, as certain,
+//! the rows of zones that match whole (no nulls, min and max both
+//! satisfy the query), which a count need not recheck; IS NULL is exact.
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
 use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
-use crate::pages::may_match;
+use crate::pages::{all_match, may_match};
 use crate::query::Exactness;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
@@ -219,15 +221,22 @@ pub async fn search(
         return Ok(SearchResult::exact(z.null_rows.clone()));
     }
     let hit = may_match(q, &z.min, &z.max, &z.nulls)?;
-    let mut out = RowSet::new();
+    let all = all_match(q, &z.min, &z.max, &z.nulls)?;
+    let (mut out, mut certain) = (RowSet::new(), RowSet::new());
     for i in 0..hit.len() {
         if hit.value(i) {
             let f = FragmentId::try_from(z.frags[i])?;
             let start = z.starts[i] as u32;
-            out.insert_range(f, start..start + z.lengths[i] as u32);
+            let zone = start..start + z.lengths[i] as u32;
+            out.insert_range(f, zone.clone());
+            if all.value(i) {
+                // Offsets in the zone deleted before the build are in the
+                // deletion file, which readers subtract from both sets.
+                certain.insert_range(f, zone);
+            }
         }
     }
-    Ok(SearchResult::at_most(out))
+    Ok(SearchResult::at_most_with_certain(out, certain))
 }
 
 /// The zone-map kind.
