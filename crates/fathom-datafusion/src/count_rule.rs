@@ -249,6 +249,7 @@ fn counter(
     let mut recheck = take.recheck().map(|p| CountRecheck {
         read: take.read().clone(),
         predicate: p.clone(),
+        residual: take.recheck_residual(),
     });
     let mut input = skip_coop(&take.children()[0]).clone();
     if let Some(narrow) = input.downcast_ref::<TakeExec>() {
@@ -259,6 +260,7 @@ fn counter(
         recheck = Some(CountRecheck {
             read: narrow.read().clone(),
             predicate: p.clone(),
+            residual: narrow.recheck_residual(),
         });
         let next = skip_coop(&narrow.children()[0]).clone();
         input = next;

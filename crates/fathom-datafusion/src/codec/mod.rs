@@ -417,6 +417,7 @@ impl FathomPhysicalCodec {
                 group_index: n.group_index().map(str::to_string),
                 batch_size: n.batch_size() as u64,
                 schema: Some(schema.as_ref().try_into()?),
+                residual: n.recheck().is_some_and(|r| r.residual),
             })));
         }
         if let Some(n) = node.downcast_ref::<TakeExec>() {
@@ -432,6 +433,7 @@ impl FathomPhysicalCodec {
                     .iter()
                     .map(|i| *i as u32)
                     .collect(),
+                residual: Some(n.recheck_residual()),
             })));
         }
         if let Some(n) = node.downcast_ref::<DmlExec>() {
@@ -549,7 +551,11 @@ impl FathomPhysicalCodec {
                     (Some(p), Some(f)) => {
                         let read = dec_projection(Some(p), &ds)?;
                         let predicate = x.dec(f, &read.schema(ds.schema()))?;
-                        Some(CountRecheck { read, predicate })
+                        Some(CountRecheck {
+                            read,
+                            predicate,
+                            residual: m.residual,
+                        })
                     }
                     _ => None,
                 };
@@ -578,11 +584,13 @@ impl FathomPhysicalCodec {
                     m.limit.map(|l| l as usize),
                 )?;
                 Arc::new(match recheck {
-                    Some(f) => take.with_recheck(
-                        f,
-                        m.has_keep
-                            .then(|| m.keep.iter().map(|i| *i as usize).collect()),
-                    )?,
+                    Some(f) => take
+                        .with_recheck(
+                            f,
+                            m.has_keep
+                                .then(|| m.keep.iter().map(|i| *i as usize).collect()),
+                        )?
+                        .with_recheck_residual(m.residual.unwrap_or(true)),
                     None => take,
                 })
             }

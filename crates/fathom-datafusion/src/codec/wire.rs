@@ -191,6 +191,8 @@ pub struct IndexCount {
     pub batch_size: u64,
     #[prost(message, optional, tag = "9")]
     pub schema: Option<Schema>,
+    #[prost(bool, tag = "10")]
+    pub residual: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -216,6 +218,9 @@ pub struct Take {
     pub has_keep: bool,
     #[prost(uint32, repeated, tag = "6")]
     pub keep: Vec<u32>,
+    /// Absent: true.
+    #[prost(bool, optional, tag = "7")]
+    pub residual: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

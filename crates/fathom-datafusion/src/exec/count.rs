@@ -48,6 +48,9 @@ pub struct CountRecheck {
     pub read: Projection,
     /// Over `read`'s schema.
     pub predicate: Arc<dyn PhysicalExpr>,
+    /// It holds filters no index answered: every row is rechecked, even
+    /// those the index knows to match.
+    pub residual: bool,
 }
 
 #[derive(Debug)]
@@ -169,6 +172,7 @@ async fn matching(
     // Without a recheck the result is exact; with one, only the rows not
     // known to match are read.
     let certain = match certain {
+        _ if recheck.residual => RowSet::new(),
         Some(c) => ex.apply(&c).await?,
         None if exactness == Exactness::Exact => rows.clone(),
         None => RowSet::new(),

@@ -41,6 +41,9 @@ pub struct TakeExec {
     limit: Option<usize>,
     /// Rechecked on every taken batch (against `read_schema`).
     filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Whether the recheck holds filters no index answered (see
+    /// `plan::Recheck::residual`).
+    residual: bool,
     /// Columns of `read_schema` to output (all when `None`).
     keep: Option<Vec<usize>>,
     /// Input columns passed through (scores, distances), appended.
@@ -68,6 +71,7 @@ impl TakeExec {
             schema,
             limit,
             filter: None,
+            residual: true,
             keep: None,
             extras,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -104,6 +108,16 @@ impl TakeExec {
     }
     pub fn keep(&self) -> Option<&[usize]> {
         self.keep.as_deref()
+    }
+    pub fn recheck_residual(&self) -> bool {
+        self.residual
+    }
+
+    /// Says whether the recheck holds filters no index answered (the
+    /// default, and the safe answer, is yes).
+    pub fn with_recheck_residual(mut self, residual: bool) -> Self {
+        self.residual = residual;
+        self
     }
 
     /// Rechecks `filter` (over the read columns) on the taken rows, then

@@ -136,6 +136,7 @@ pub(super) fn plan_index_branch(
         .filter(|s| names.contains(&s.name) && usable(s).is_ok())
         .map(|s| (s.name.clone(), s.uuid))
         .collect();
+    let has_residual = !residual.is_empty();
     let recheck_filters = match exactness {
         Exactness::Exact => residual,
         _ => req.filters.clone(),
@@ -145,6 +146,7 @@ pub(super) fn plan_index_branch(
     } else {
         let columns = columns_of_all(snap.table_schema, &recheck_filters)?;
         Some(Recheck {
+            residual: has_residual,
             narrow: !output.is_subset(&columns),
             filters: recheck_filters,
             columns,

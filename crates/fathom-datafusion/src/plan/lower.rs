@@ -192,7 +192,8 @@ fn lower_index(
             let addr = schema.index_of(ROW_ADDR)?;
             branch = Arc::new(
                 TakeExec::new(branch, ds.clone(), read, None)?
-                    .with_recheck(predicate, Some(vec![addr]))?,
+                    .with_recheck(predicate, Some(vec![addr]))?
+                    .with_recheck_residual(r.residual),
             );
             None
         }
@@ -205,7 +206,9 @@ fn lower_index(
         let predicate = ctx
             .predicate(&r.filters, &take_schema)?
             .expect("a recheck has a filter");
-        take = take.with_recheck(predicate, None)?;
+        take = take
+            .with_recheck(predicate, None)?
+            .with_recheck_residual(r.residual);
     }
     let order: Vec<usize> = b.take.iter().copied().collect();
     let exprs: Vec<ProjectionExpr> = output

@@ -122,6 +122,9 @@ pub struct Recheck {
     /// answer after an exact one.
     pub filters: Vec<Expr>,
     pub columns: BTreeSet<usize>,
+    /// Some filters are ones no index answered: rows the index knows to
+    /// match (whole zones of a zone map) are rechecked too.
+    pub residual: bool,
     /// Recheck on a narrow take of `columns` first, then take the output
     /// columns of the survivors only (when the output needs more).
     pub narrow: bool,

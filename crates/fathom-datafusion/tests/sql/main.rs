@@ -4,6 +4,7 @@
 
 mod catalog;
 mod codec;
+mod counts;
 mod common;
 mod flat;
 mod indexes;
