@@ -2,8 +2,11 @@
 
   python3 pylance_bench.py DATASET "cols|filter" ...
 
+cols is `*`, a comma-separated list, `count` (count_rows) or `group:COL`
+(a grouped count); an empty filter means every row.
+
 Builds the same indexes as the Rust side on DATASET (a copy), then times
-each query (median of 9) with to_table(columns, filter). Prints
+each query (median of 9) with to_table(columns, filter) or count_rows(filter). Prints
 `version V`, `build MS BYTES` per index, `query MS` per query.
 """
 import os
@@ -37,12 +40,27 @@ def main():
         print("build", f"{ms:.1f}", size(ds, f"{col}_py"))
     for q in sys.argv[2:]:
         cols, flt = q.split("|", 1)
-        columns = None if cols == "*" else cols.split(",")
-        ds.to_table(columns=columns, filter=flt)
+        flt = flt or None
+        if cols == "count":
+            # Its fastest count: count_rows(filter).
+            def run():
+                return ds.count_rows(filter=flt)
+        elif cols.startswith("group:"):
+            # No grouped count in pylance: read the group column, group in pyarrow.
+            g = cols[len("group:"):]
+
+            def run():
+                return ds.to_table(columns=[g], filter=flt).group_by(g).aggregate([([], "count_all")])
+        else:
+            columns = None if cols == "*" else cols.split(",")
+
+            def run():
+                return ds.to_table(columns=columns, filter=flt)
+        run()
         times = []
         for _ in range(9):
             t = time.perf_counter()
-            ds.to_table(columns=columns, filter=flt)
+            run()
             times.append((time.perf_counter() - t) * 1e3)
         print("query", f"{statistics.median(times):.3f}")
 

@@ -3,8 +3,10 @@
 //! via its index against a full scan of the same data (the version before
 //! the indexes existed), against DataFusion over Parquet (page index and
 //! filter pushdown on), and, where pylance is installed, against pylance
-//! on a copy of the same dataset with the same indexes. Index build times
-//! and sizes beside pylance's.
+//! on a copy of the same dataset with the same indexes. Counts of the
+//! same filters, and grouped counts, beside pylance's `count_rows(filter)`
+//! (for groups, its `to_table` of the group column and a pyarrow
+//! `group_by`). Index build times and sizes beside pylance's.
 //!
 //! Run: `cargo bench -p fathom-datafusion --bench sql_index --profile bench-fast`
 
@@ -60,6 +62,61 @@ const FIXED: [(&str, &str, &str, &str); 6] = [
     ),
 ];
 
+/// Count queries: (label, SQL, pylance filter, with `group_column|` in
+/// front for a grouped count).
+const COUNTS: [(&str, &str, &str); 10] = [
+    (
+        "count: point (btree)",
+        "SELECT count(*) FROM {} WHERE id = 123456",
+        "id = 123456",
+    ),
+    (
+        "count: range of 1,000 ids (btree)",
+        "SELECT count(*) FROM {} WHERE id BETWEEN 500000 AND 500999",
+        "id BETWEEN 500000 AND 500999",
+    ),
+    (
+        "count: equality (bitmap)",
+        "SELECT count(*) FROM {} WHERE cat = 'cat07'",
+        "cat = 'cat07'",
+    ),
+    (
+        "count: IN of 5 values (bitmap)",
+        "SELECT count(*) FROM {} WHERE cat IN ('cat01', 'cat02', 'cat03', 'cat04', 'cat05')",
+        "cat IN ('cat01', 'cat02', 'cat03', 'cat04', 'cat05')",
+    ),
+    (
+        "count: timestamp range (zone map)",
+        "SELECT count(*) FROM {} WHERE ts >= TIMESTAMP '2023-11-15 08:13:20' AND ts < TIMESTAMP '2023-11-15 09:13:20'",
+        "ts >= TIMESTAMP '2023-11-15 08:13:20' AND ts < TIMESTAMP '2023-11-15 09:13:20'",
+    ),
+    (
+        "count: one week (zone map)",
+        "SELECT count(*) FROM {} WHERE ts >= TIMESTAMP '2023-11-14 00:00:00' AND ts < TIMESTAMP '2023-11-21 00:00:00'",
+        "ts >= TIMESTAMP '2023-11-14 00:00:00' AND ts < TIMESTAMP '2023-11-21 00:00:00'",
+    ),
+    (
+        "count: equality AND unindexed",
+        "SELECT count(*) FROM {} WHERE cat = 'cat03' AND k = 7",
+        "cat = 'cat03' AND k = 7",
+    ),
+    (
+        "grouped count, all rows (bitmap)",
+        "SELECT cat, count(*) FROM {} GROUP BY cat",
+        "cat|",
+    ),
+    (
+        "grouped count, id range (btree+bitmap)",
+        "SELECT cat, count(*) FROM {} WHERE id < 300000 GROUP BY cat",
+        "cat|id < 300000",
+    ),
+    (
+        "grouped count, one week (zone+bitmap)",
+        "SELECT cat, count(*) FROM {} WHERE ts >= TIMESTAMP '2023-11-14 00:00:00' AND ts < TIMESTAMP '2023-11-21 00:00:00' GROUP BY cat",
+        "cat|ts >= TIMESTAMP '2023-11-14 00:00:00' AND ts < TIMESTAMP '2023-11-21 00:00:00'",
+    ),
+];
+
 /// `IN` lists of `n` ids spread over the table (one B-tree search for the
 /// whole sorted list, not one per value).
 fn in_list(n: usize, rows: usize) -> (String, String, String, String) {
@@ -84,6 +141,26 @@ async fn main() {
         .collect();
     queries.push(in_list(1_000, rows));
     queries.push(in_list(10_000, rows));
+    // Counts of the same filters (and grouped counts): pylance answers
+    // with count_rows(filter), or for groups its fastest way, to_table of
+    // the group column then a pyarrow group_by.
+    for (label, sql, filter) in COUNTS {
+        let (peer, filter) = match filter.split_once('|') {
+            Some((g, f)) => (format!("group:{g}"), f.to_string()),
+            None => ("count".to_string(), filter.to_string()),
+        };
+        queries.push((label.to_string(), sql.to_string(), filter, peer));
+    }
+    let ids: Vec<String> = (0..1_000)
+        .map(|i| ((i * 7919 + 13) % rows).to_string())
+        .collect();
+    let filter = format!("id IN ({})", ids.join(", "));
+    queries.push((
+        "count: IN of 1,000 ids (btree)".into(),
+        format!("SELECT count(*) FROM {{}} WHERE {filter}"),
+        filter,
+        "count".into(),
+    ));
     let dir = tempfile::tempdir().unwrap();
     let batches = table(rows);
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
@@ -168,7 +245,7 @@ async fn main() {
         "scalar index benchmark: {rows} rows, local disk, warm cache, medians of 3 alternating blocks of {runs} runs"
     );
     println!(
-        "{:<36} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12} {:>10}",
+        "{:<40} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12} {:>10}",
         "query",
         "index ms",
         "scan ms",
@@ -192,6 +269,14 @@ async fn main() {
             n1 == n2 && n2 == n3,
             "{label}: row counts differ ({n1}, {n2}, {n3})"
         );
+        if label.contains("count") {
+            // Counts must agree, not only their number of rows.
+            assert_eq!(
+                common::sorted_text(&ctx, &tq).await,
+                common::sorted_text(&ctx, &fq).await,
+                "{label}"
+            );
+        }
         if std::env::var("FATHOM_BENCH_EXPLAIN").is_ok() {
             let b = ctx
                 .sql(&format!("EXPLAIN ANALYZE {tq}"))
@@ -205,6 +290,10 @@ async fn main() {
                 datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap()
             );
         }
+        if std::env::var("FATHOM_BENCH_PHASES").is_ok() {
+            let (sql, phys, exec) = common::phases(&ctx, &tq, 15).await;
+            println!("  phases of {label}: sql {sql:.3} ms, physical plan {phys:.3} ms, execution {exec:.3} ms");
+        }
         let (it, ft) = time_pair(&ctx, &tq, &fq, runs).await;
         let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;
         // Execution alone (plans made once): index path over full scan.
@@ -214,7 +303,7 @@ async fn main() {
             .and_then(|r| r.queries.get(i).copied())
             .map_or("n/a".to_string(), |py| format!("{:.3}", it / py));
         println!(
-            "{label:<36} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3}",
+            "{label:<40} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3}",
             it / ft,
             it / pt,
             ie / fe

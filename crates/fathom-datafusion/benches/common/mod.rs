@@ -135,7 +135,13 @@ pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize)
         .await
         .unwrap();
     blocks(runs, |second| {
-        let p = if second { pb.clone() } else { pa.clone() };
+        // Plans hold per-run state (repartition channels): reset, not re-planned.
+        let p = datafusion::physical_plan::execution_plan::reset_plan_states(if second {
+            pb.clone()
+        } else {
+            pa.clone()
+        })
+        .unwrap();
         async move {
             let t = Instant::now();
             let b = datafusion::physical_plan::collect(p, ctx.task_ctx())
@@ -150,13 +156,36 @@ pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize)
 
 /// A session comparing fairly with Parquet: page index, filter pushdown
 /// and filter reordering on.
+/// Fathom's optimizer rules are on (they only touch Fathom scans).
 pub fn session() -> SessionContext {
-    SessionContext::new_with_config(
-        datafusion::prelude::SessionConfig::new()
-            .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-            .set_bool("datafusion.execution.parquet.reorder_filters", true)
-            .set_bool("datafusion.execution.parquet.enable_page_index", true),
+    let config = datafusion::prelude::SessionConfig::new()
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+        .set_bool("datafusion.execution.parquet.reorder_filters", true)
+        .set_bool("datafusion.execution.parquet.enable_page_index", true);
+    let state = fathom_datafusion::with_fathom_rules(
+        datafusion::execution::session_state::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features(),
     )
+    .build();
+    SessionContext::new_with_state(state)
+}
+
+/// A query's result rows as sorted text (to compare results of queries
+/// whose row order is not defined).
+#[allow(dead_code)]
+pub async fn sorted_text(ctx: &SessionContext, sql: &str) -> Vec<String> {
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut rows: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(String::from)
+        .collect();
+    rows.sort();
+    rows
 }
 
 /// Writes `batches` as one Parquet file with page statistics (the page index).
@@ -172,4 +201,27 @@ pub fn write_parquet(path: &std::path::Path, batches: &[RecordBatch]) {
         w.write(b).unwrap();
     }
     w.close().unwrap();
+}
+
+/// Median milliseconds of each phase of `sql`: SQL to an optimized
+/// logical plan, to a physical plan, and execution.
+#[allow(dead_code)]
+pub async fn phases(ctx: &SessionContext, sql: &str, runs: usize) -> (f64, f64, f64) {
+    let (mut a, mut b, mut c) = (vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let df = ctx.sql(sql).await.unwrap();
+        let t1 = t.elapsed().as_secs_f64() * 1e3;
+        let p = df.create_physical_plan().await.unwrap();
+        let t2 = t.elapsed().as_secs_f64() * 1e3;
+        let r = datafusion::physical_plan::collect(p, ctx.task_ctx())
+            .await
+            .unwrap();
+        std::hint::black_box(r);
+        let t3 = t.elapsed().as_secs_f64() * 1e3;
+        a.push(t1);
+        b.push(t2 - t1);
+        c.push(t3 - t2);
+    }
+    (median(a), median(b), median(c))
 }

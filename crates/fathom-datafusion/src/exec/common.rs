@@ -64,15 +64,21 @@ pub fn single_partition(schema: SchemaRef) -> Arc<PlanProperties> {
     ))
 }
 
-/// Sorted addresses as batches of at most `batch_size`.
+/// Sorted addresses as batches of at most `batch_size`: each batch's
+/// values are filled straight from the iterator into the buffer the array
+/// then owns (no intermediate vector of all addresses, no copy).
 pub fn addr_batches(addrs: impl Iterator<Item = u64>, batch_size: usize) -> Vec<RecordBatch> {
-    let all: Vec<u64> = addrs.collect();
-    all.chunks(batch_size.max(1))
-        .map(|c| {
-            RecordBatch::try_new(addr_schema(), vec![Arc::new(UInt64Array::from(c.to_vec()))])
-                .unwrap()
-        })
-        .collect()
+    let bs = batch_size.max(1);
+    let mut addrs = addrs.peekable();
+    let mut out = Vec::new();
+    while addrs.peek().is_some() {
+        let chunk: Vec<u64> = addrs.by_ref().take(bs).collect();
+        out.push(
+            RecordBatch::try_new(addr_schema(), vec![Arc::new(UInt64Array::from(chunk))])
+                .expect("one non-null UInt64 column"),
+        );
+    }
+    out
 }
 
 /// `props` with the partition count of `input` (a node that maps each input
