@@ -569,6 +569,15 @@ impl Dataset {
 
     /// The newest committed version number.
     pub async fn latest_version(&self) -> Result<u64> {
+        // Versions are committed one after another: when the next one's
+        // manifest is absent (the usual case, checked before every query)
+        // this one is the latest, known from one HEAD instead of a listing.
+        let next = manifest_path(&self.root, self.version() + 1, self.naming);
+        if let Err(object_store::Error::NotFound { .. }) =
+            object_store::ObjectStoreExt::head(self.store.as_ref(), &next).await
+        {
+            return Ok(self.version());
+        }
         let (v, _) = list_versions(self.store.as_ref(), &self.root, &self.uri).await?;
         Ok(v.last().copied().unwrap_or(self.version()))
     }

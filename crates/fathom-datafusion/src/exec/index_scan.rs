@@ -145,8 +145,7 @@ pub fn evaluate<'a>(
     Box::pin(async move {
         Ok(match e {
             IndexExpr::Query { index, query, .. } => {
-                let mut rows = RowSet::new();
-                let mut certain = RowSet::new();
+                let mut parts = Vec::new();
                 let mut exactness = Exactness::Exact;
                 for seg in ds.manifest().indices.iter().filter(|i| &i.name == index) {
                     let Ok(kind) = usable(seg) else { continue };
@@ -154,15 +153,33 @@ pub fn evaluate<'a>(
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
                     exactness = combine(exactness, r.exactness)?;
-                    certain = certain
-                        | match (r.exactness, r.certain) {
-                            (Exactness::Exact, _) => r.rows.clone(),
-                            (_, Some(c)) => c,
-                            (_, None) => RowSet::new(),
-                        };
-                    rows = rows | r.rows;
+                    parts.push(r);
                 }
-                let certain = (exactness != Exactness::Exact).then_some(certain);
+                // The certain rows are only gathered for an inexact answer.
+                let certain = (exactness != Exactness::Exact).then(|| {
+                    let mut c = roaring::RoaringTreemap::new();
+                    for r in &parts {
+                        match (r.exactness, &r.certain) {
+                            (Exactness::Exact, _) => c |= r.rows.as_treemap(),
+                            (_, Some(x)) => c |= x.as_treemap(),
+                            (_, None) => {}
+                        }
+                    }
+                    RowSet::from(c)
+                });
+                let mut rows = match parts.len() {
+                    1 => None,
+                    _ => Some(roaring::RoaringTreemap::new()),
+                };
+                let rows = match rows.as_mut() {
+                    None => parts.pop().map(|r| r.rows).unwrap_or_default(),
+                    Some(all) => {
+                        for r in &parts {
+                            *all |= r.rows.as_treemap();
+                        }
+                        RowSet::from(std::mem::take(all))
+                    }
+                };
                 Evaluated {
                     rows,
                     exactness,
