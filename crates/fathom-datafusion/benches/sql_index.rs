@@ -292,7 +292,9 @@ async fn main() {
         }
         if std::env::var("FATHOM_BENCH_PHASES").is_ok() {
             let (sql, phys, exec) = common::phases(&ctx, &tq, 15).await;
-            println!("  phases of {label}: sql {sql:.3} ms, physical plan {phys:.3} ms, execution {exec:.3} ms");
+            println!(
+                "  phases of {label}: sql {sql:.3} ms, physical plan {phys:.3} ms, execution {exec:.3} ms"
+            );
         }
         let (it, ft) = time_pair(&ctx, &tq, &fq, runs).await;
         let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;

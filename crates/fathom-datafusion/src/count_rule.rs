@@ -36,10 +36,10 @@ use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::union::UnionExec;
@@ -190,13 +190,7 @@ fn strip(mut node: Arc<dyn ExecutionPlan>, mut group: Option<usize>) -> Option<S
         } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
             group = match group {
                 None => None,
-                Some(g) => Some(
-                    p.expr()
-                        .get(g)?
-                        .expr
-                        .downcast_ref::<Column>()?
-                        .index(),
-                ),
+                Some(g) => Some(p.expr().get(g)?.expr.downcast_ref::<Column>()?.index()),
             };
             p.input().clone()
         } else {
@@ -251,7 +245,7 @@ fn counter(
         predicate: p.clone(),
         residual: take.recheck_residual(),
     });
-    let mut input = skip_coop(&take.children()[0]).clone();
+    let mut input = skip_coop(take.children()[0]).clone();
     if let Some(narrow) = input.downcast_ref::<TakeExec>() {
         // A narrow first take holds the recheck; the outer take none.
         let (Some(p), None) = (narrow.recheck(), &recheck) else {
@@ -262,15 +256,13 @@ fn counter(
             predicate: p.clone(),
             residual: narrow.recheck_residual(),
         });
-        let next = skip_coop(&narrow.children()[0]).clone();
+        let next = skip_coop(narrow.children()[0]).clone();
         input = next;
     }
     let Some(exclusion) = input.downcast_ref::<ExclusionExec>() else {
         return Ok(None);
     };
-    let Some(search) = skip_coop(&exclusion.children()[0])
-        .downcast_ref::<ScalarIndexExec>()
-    else {
+    let Some(search) = skip_coop(exclusion.children()[0]).downcast_ref::<ScalarIndexExec>() else {
         return Ok(None);
     };
     if search.planned() != Exactness::Exact && recheck.is_none() {

@@ -38,10 +38,10 @@ use fathom_table::{Dataset, DatasetSnapshot};
 use prost::Message;
 
 use crate::error::to_df;
+use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::dml::{DmlExec, DmlKind};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
-use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 use crate::index_expr::IndexExpr;

@@ -324,9 +324,11 @@ impl ExecutionPlan for IndexCountExec {
                 Some(name) => {
                     let groups = group_counts(&ds, &cache, name, &rows).await?;
                     let keys = ScalarValue::iter_to_array(groups.iter().map(|(k, _)| k.clone()))
-                        .or_else(|_| Ok::<_, DataFusionError>(
-                            arrow_array::new_empty_array(schema.field(0).data_type()),
-                        ))?;
+                        .or_else(|_| {
+                            Ok::<_, DataFusionError>(arrow_array::new_empty_array(
+                                schema.field(0).data_type(),
+                            ))
+                        })?;
                     let target = schema.field(0).data_type();
                     let keys = if keys.data_type() == target {
                         keys

@@ -194,7 +194,11 @@ pub fn evaluate<'a>(
                     let (ca, cb) = (ra.certain().clone(), rb.certain().clone());
                     if and { ca & cb } else { ca | cb }
                 });
-                let rows = if and { ra.rows & rb.rows } else { ra.rows | rb.rows };
+                let rows = if and {
+                    ra.rows & rb.rows
+                } else {
+                    ra.rows | rb.rows
+                };
                 Evaluated {
                     rows,
                     exactness,

@@ -11,7 +11,11 @@ use fathom_datafusion::{TableOptions, new_session, open_table, sql::run_sql};
 use super::common::text;
 
 async fn explain(ctx: &SessionContext, sql: &str, analyze: bool) -> String {
-    let verb = if analyze { "EXPLAIN ANALYZE" } else { "EXPLAIN" };
+    let verb = if analyze {
+        "EXPLAIN ANALYZE"
+    } else {
+        "EXPLAIN"
+    };
     text(ctx, &format!("{verb} {sql}")).await
 }
 
@@ -24,7 +28,10 @@ fn metric(plan: &str, name: &str) -> Option<f64> {
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
-    let scale = match rest[num.len()..].strip_prefix(' ').and_then(|r| r.chars().next()) {
+    let scale = match rest[num.len()..]
+        .strip_prefix(' ')
+        .and_then(|r| r.chars().next())
+    {
         Some('K') => 1e3,
         Some('M') => 1e6,
         _ => 1.0,
@@ -61,9 +68,7 @@ async fn setup() -> (tempfile::TempDir, SessionContext, SessionContext) {
     let table = open_table(uri.to_str().unwrap(), None, None, TableOptions::default())
         .await
         .unwrap();
-    oracle
-        .register_table("t", Arc::new(table))
-        .unwrap();
+    oracle.register_table("t", Arc::new(table)).unwrap();
     (dir, ctx, oracle)
 }
 
@@ -120,7 +125,10 @@ async fn zone_map_counts_recheck_boundary_zones_only() {
     same(&ctx, &oracle, sql).await;
     let plan = explain(&ctx, sql, true).await;
     let rechecked = metric(&plan, "rows_rechecked").expect(&plan);
-    assert!(rechecked > 0.0 && rechecked <= 2.0 * 8192.0, "{rechecked}\n{plan}");
+    assert!(
+        rechecked > 0.0 && rechecked <= 2.0 * 8192.0,
+        "{rechecked}\n{plan}"
+    );
     // With a filter no index answers, every candidate row is rechecked.
     let sql = "SELECT count(*) FROM t WHERE ts >= 100000 AND ts < 700000 AND k = 2";
     same(&ctx, &oracle, sql).await;
@@ -140,15 +148,15 @@ async fn counts_over_indexed_and_unindexed_fragments() {
     )
     .await
     .unwrap();
-    run_sql(&ctx, "DELETE FROM t WHERE id % 11 = 0").await.unwrap();
+    run_sql(&ctx, "DELETE FROM t WHERE id % 11 = 0")
+        .await
+        .unwrap();
     let uri = _dir.path().join("t.lance");
     let table = open_table(uri.to_str().unwrap(), None, None, TableOptions::default())
         .await
         .unwrap();
     oracle.deregister_table("t").unwrap();
-    oracle
-        .register_table("t", Arc::new(table))
-        .unwrap();
+    oracle.register_table("t", Arc::new(table)).unwrap();
     for sql in [
         "SELECT count(*) FROM t WHERE cat = 'c3'",
         "SELECT cat, count(*) FROM t WHERE id > 50000 GROUP BY cat ORDER BY cat",

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use datafusion::datasource::MemTable;
-use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use fathom_datafusion::{FathomTable, TableOptions, with_fathom_rules};
 use fathom_index::IndexKind;
 use fathom_table::{Dataset, WriteMode, WriteParams};

@@ -4,8 +4,8 @@
 
 mod catalog;
 mod codec;
-mod counts;
 mod common;
+mod counts;
 mod flat;
 mod indexes;
 mod pylance_stable;
