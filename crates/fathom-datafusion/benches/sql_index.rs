@@ -207,6 +207,37 @@ async fn main() {
         .await
         .unwrap();
 
+    // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it 3,000 times
+    // end to end and exits (e.g. under `perf record`).
+    if let Ok(sql) = std::env::var("FATHOM_BENCH_LOOP") {
+        let t = Instant::now();
+        for _ in 0..3000 {
+            run(&ctx, &sql).await;
+        }
+        println!("{sql}: {:.3} ms per run", t.elapsed().as_secs_f64() / 3.0);
+        // Our share of planning: the provider's scan alone.
+        let provider = ctx.table_provider("t").await.unwrap();
+        let state = ctx.state();
+        let filters = vec![datafusion::prelude::col("id").eq(datafusion::prelude::lit(123456i64))];
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(provider.scan(&state, Some(&vec![]), &filters, None).await.unwrap());
+        }
+        println!("provider scan (id = 123456, no columns): {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(ctx.sql(&sql).await.unwrap());
+        }
+        println!("SQL to optimized logical plan: {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        let df = ctx.sql(&sql).await.unwrap();
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(df.clone().create_physical_plan().await.unwrap());
+        }
+        println!("physical planning: {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        return;
+    }
+
     // pylance on a copy, if installed.
     let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
     let pylance: Option<serde_like::Report> = if Command::new(&py)
