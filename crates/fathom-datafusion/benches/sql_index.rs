@@ -194,8 +194,8 @@ async fn main() {
     }
 
     let ctx = common::session();
-    ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
-        .unwrap();
+    let table = Arc::new(FathomTable::new(ds, TableOptions::default()));
+    ctx.register_table("t", table.clone()).unwrap();
     // The baseline is a true full scan: no index, no zone pruning.
     let full = TableOptions {
         zone_pruning: false,
@@ -210,6 +210,12 @@ async fn main() {
     // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it 3,000 times
     // end to end and exits (e.g. under `perf record`).
     if let Ok(sql) = std::env::var("FATHOM_BENCH_LOOP") {
+        // FATHOM_BENCH_SET="key=value;..." tries session settings.
+        for kv in std::env::var("FATHOM_BENCH_SET").unwrap_or_default().split(';') {
+            if let Some((k, v)) = kv.split_once('=') {
+                ctx.sql(&format!("SET {k} = {v}")).await.unwrap();
+            }
+        }
         let t = Instant::now();
         for _ in 0..3000 {
             run(&ctx, &sql).await;
@@ -335,12 +341,41 @@ async fn main() {
             .as_ref()
             .and_then(|r| r.queries.get(i).copied())
             .map_or("n/a".to_string(), |py| format!("{:.3}", it / py));
+        let mut api_line = None;
+        if queries[i].3 == "count" {
+            // The SQL-free count (FathomTable::count_rows), pylance's peer.
+            let filter = &queries[i].2;
+            let want = table.count_rows(&ctx, Some(filter)).await.unwrap();
+            assert_eq!(
+                common::sorted_text(&ctx, &tq).await,
+                common::sorted_text(&ctx, &format!("SELECT {want} AS \"count(*)\"")).await,
+                "{label}: count_rows"
+            );
+            let mut ts = vec![];
+            for _ in 0..15 {
+                let t = Instant::now();
+                std::hint::black_box(table.count_rows(&ctx, Some(filter)).await.unwrap());
+                ts.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let ct = common::median(ts);
+            let vs_py = pylance
+                .as_ref()
+                .and_then(|r| r.queries.get(i).copied())
+                .map_or("n/a".to_string(), |py| format!("{:.3}", ct / py));
+            api_line = Some(format!(
+                "  {:<38} {ct:>9.2} {:>52} {vs_py:>12}",
+                "(same, FathomTable::count_rows)", ""
+            ));
+        }
         println!(
             "{label:<40} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3}",
             it / ft,
             it / pt,
             ie / fe
         );
+        if let Some(l) = api_line {
+            println!("{l}");
+        }
     }
     println!(
         "(exec only: index/scan ratio of executing plans made once, SQL parsing and planning left out)"

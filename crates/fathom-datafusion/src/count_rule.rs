@@ -36,7 +36,9 @@ use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
@@ -86,6 +88,41 @@ impl PhysicalOptimizerRule for IndexCountRule {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// The number of rows `plan` (a lowered Fathom scan outputting no
+/// columns) returns: index branches counted from row sets, the others
+/// executed and their rows counted.
+pub(crate) async fn count_plan(
+    plan: Arc<dyn ExecutionPlan>,
+    task: Arc<datafusion::execution::TaskContext>,
+) -> Result<u64> {
+    let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+        "count",
+        arrow_schema::DataType::Int64,
+        false,
+    )]));
+    let leaves: Vec<Arc<dyn ExecutionPlan>> = match plan.downcast_ref::<UnionExec>() {
+        Some(u) => u.children().into_iter().cloned().collect(),
+        None => vec![plan],
+    };
+    let mut total = 0u64;
+    for leaf in leaves {
+        match counter(&leaf, None, &schema)? {
+            Some(c) => {
+                let batches = collect(Arc::new(c), task.clone()).await?;
+                for b in &batches {
+                    let n = b.column(0).as_primitive::<Int64Type>();
+                    total += n.values().iter().map(|v| *v as u64).sum::<u64>();
+                }
+            }
+            None => {
+                let batches = collect(leaf, task.clone()).await?;
+                total += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Whether `e`, a count's argument, is non-null on every row of `schema`.

@@ -114,6 +114,44 @@ async fn counts_come_from_row_sets_and_equal_the_scan() {
     }
 }
 
+/// `FathomTable::count_rows(filter)`, the SQL-free count, equals the SQL
+/// count; bad filters are errors naming what is wrong.
+#[tokio::test]
+async fn count_rows_api_equals_sql() {
+    let (dir, ctx, _oracle) = setup().await;
+    let uri = dir.path().join("t.lance");
+    let table = open_table(uri.to_str().unwrap(), None, None, TableOptions::default())
+        .await
+        .unwrap();
+    for filter in [
+        "id = 4242",
+        "id BETWEEN 5000 AND 5999",
+        "cat = 'c3'",
+        "cat IN ('c0', 'c1', 'c2') OR id < 10",
+        "cat IS NULL AND k > 2",
+        "ts >= 100000 AND ts < 700000",
+        "ts >= 100000 AND ts < 700000 AND k = 2",
+        "k + 1 = 3",
+        "id < 2.5e4",
+    ] {
+        let sql = format!("SELECT count(*) FROM t WHERE {filter}");
+        let want = super::common::ids(&ctx, &format!("SELECT count(*)::BIGINT FROM t WHERE {filter}")).await[0];
+        let got = table.count_rows(&ctx, Some(filter)).await.unwrap();
+        assert_eq!(got as i64, want, "{sql}");
+    }
+    let all = super::common::ids(&ctx, "SELECT count(*)::BIGINT FROM t").await[0];
+    assert_eq!(table.count_rows(&ctx, None).await.unwrap() as i64, all);
+    assert_eq!(table.count_rows(&ctx, Some("  ")).await.unwrap() as i64, all);
+    for (bad, says) in [
+        ("nope = 1", "nope"),
+        ("id + 1", "not a boolean"),
+        ("cat = ", ""),
+    ] {
+        let e = table.count_rows(&ctx, Some(bad)).await.unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
 /// Zones whose min and max both satisfy a range match whole: only the two
 /// boundary zones are read and rechecked.
 #[tokio::test]

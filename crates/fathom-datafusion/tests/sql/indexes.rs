@@ -178,7 +178,8 @@ proptest! {
                 with_fathom_rules(SessionStateBuilder::new().with_config(config).with_default_features()).build(),
             );
             let options = TableOptions { min_rows_per_partition: 1, ..Default::default() };
-            ctx.register_table("t", Arc::new(FathomTable::new(ds, options))).unwrap();
+            let table = Arc::new(FathomTable::new(ds, options));
+            ctx.register_table("t", table.clone()).unwrap();
             ctx.register_table("m", Arc::new(MemTable::try_new(live.schema(), vec![vec![live]]).unwrap())).unwrap();
             for pred in preds {
                 if std::env::var("FATHOM_DEBUG_PLANS").is_ok() {
@@ -191,6 +192,8 @@ proptest! {
                 assert_eq!(got, want, "WHERE {pred} after {steps:?}");
                 let got = ids(&ctx, &format!("SELECT count(*)::BIGINT FROM t WHERE {pred}")).await;
                 assert_eq!(got, vec![want.len() as i64], "count(*) WHERE {pred}");
+                let counted = table.count_rows(&ctx, Some(&pred)).await.unwrap();
+                assert_eq!(counted, want.len() as u64, "count_rows({pred})");
                 let limited = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} LIMIT 3")).await;
                 assert_eq!(limited.len(), want.len().min(3));
                 // Grouped counts (bitmap-indexed group columns use their bitmaps).
