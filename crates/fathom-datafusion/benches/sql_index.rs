@@ -207,6 +207,16 @@ async fn main() {
         .await
         .unwrap();
 
+    // Profiling aid: FATHOM_BENCH_COUNT_ROWS="<filter>" runs count_rows
+    // 3,000 times and exits.
+    if let Ok(filter) = std::env::var("FATHOM_BENCH_COUNT_ROWS") {
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(table.count_rows(&ctx, Some(&filter)).await.unwrap());
+        }
+        println!("count_rows({filter}): {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        return;
+    }
     // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it 3,000 times
     // end to end and exits (e.g. under `perf record`).
     if let Ok(sql) = std::env::var("FATHOM_BENCH_LOOP") {

@@ -164,11 +164,19 @@ pub async fn search(
             (0..m.len()).filter(|&i| m.value(i)).collect()
         }
     };
-    // The maps are OR-ed as bitmaps (never expanded to addresses here).
-    let mut out = RoaringTreemap::new();
-    for i in hits {
-        out |= loaded.map(i, &meta.name)?;
-    }
+    // The maps are OR-ed as bitmaps (never expanded to addresses here), all
+    // at once: roaring's multi-way union turns each chunk into a dense
+    // bitmap first, where OR-ing sorted arrays one pair at a time re-merges
+    // the growing result for every key.
+    let maps = hits
+        .into_iter()
+        .map(|i| loaded.map(i, &meta.name))
+        .collect::<Result<Vec<&RoaringTreemap>>>()?;
+    let out = match maps.as_slice() {
+        [] => RoaringTreemap::new(),
+        [one] => (*one).clone(),
+        _ => roaring::MultiOps::union(maps),
+    };
     Ok(SearchResult::exact(out))
 }
 
