@@ -214,14 +214,20 @@ async fn main() {
         for _ in 0..3000 {
             std::hint::black_box(table.count_rows(&ctx, Some(&filter)).await.unwrap());
         }
-        println!("count_rows({filter}): {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        println!(
+            "count_rows({filter}): {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
         return;
     }
     // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it 3,000 times
     // end to end and exits (e.g. under `perf record`).
     if let Ok(sql) = std::env::var("FATHOM_BENCH_LOOP") {
         // FATHOM_BENCH_SET="key=value;..." tries session settings.
-        for kv in std::env::var("FATHOM_BENCH_SET").unwrap_or_default().split(';') {
+        for kv in std::env::var("FATHOM_BENCH_SET")
+            .unwrap_or_default()
+            .split(';')
+        {
             if let Some((k, v)) = kv.split_once('=') {
                 ctx.sql(&format!("SET {k} = {v}")).await.unwrap();
             }
@@ -237,20 +243,34 @@ async fn main() {
         let filters = vec![datafusion::prelude::col("id").eq(datafusion::prelude::lit(123456i64))];
         let t = Instant::now();
         for _ in 0..3000 {
-            std::hint::black_box(provider.scan(&state, Some(&vec![]), &filters, None).await.unwrap());
+            std::hint::black_box(
+                provider
+                    .scan(&state, Some(&vec![]), &filters, None)
+                    .await
+                    .unwrap(),
+            );
         }
-        println!("provider scan (id = 123456, no columns): {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        println!(
+            "provider scan (id = 123456, no columns): {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
         let t = Instant::now();
         for _ in 0..3000 {
             std::hint::black_box(ctx.sql(&sql).await.unwrap());
         }
-        println!("SQL to optimized logical plan: {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        println!(
+            "SQL to optimized logical plan: {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
         let df = ctx.sql(&sql).await.unwrap();
         let t = Instant::now();
         for _ in 0..3000 {
             std::hint::black_box(df.clone().create_physical_plan().await.unwrap());
         }
-        println!("physical planning: {:.3} ms per call", t.elapsed().as_secs_f64() / 3.0);
+        println!(
+            "physical planning: {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
         return;
     }
 

@@ -12,13 +12,13 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::dml::InsertOp;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::ExprSchemable;
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
-use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use fathom_table::scan::Projection;
@@ -250,8 +250,11 @@ impl FathomTable {
         let state = ctx.state();
         let df_schema = Arc::new(DFSchema::try_from(self.schema.as_ref().clone())?);
         let expr = state.create_logical_expr(filter, &df_schema)?;
-        let simplifier =
-            ExprSimplifier::new(SimplifyContext::builder().with_schema(df_schema.clone()).build());
+        let simplifier = ExprSimplifier::new(
+            SimplifyContext::builder()
+                .with_schema(df_schema.clone())
+                .build(),
+        );
         let expr = simplifier.simplify(simplifier.coerce(expr, &df_schema)?)?;
         let dt = expr.to_field(&df_schema)?.1.data_type().clone();
         if dt != DataType::Boolean {

@@ -135,19 +135,30 @@ async fn count_rows_api_equals_sql() {
         "id < 2.5e4",
     ] {
         let sql = format!("SELECT count(*) FROM t WHERE {filter}");
-        let want = super::common::ids(&ctx, &format!("SELECT count(*)::BIGINT FROM t WHERE {filter}")).await[0];
+        let want = super::common::ids(
+            &ctx,
+            &format!("SELECT count(*)::BIGINT FROM t WHERE {filter}"),
+        )
+        .await[0];
         let got = table.count_rows(&ctx, Some(filter)).await.unwrap();
         assert_eq!(got as i64, want, "{sql}");
     }
     let all = super::common::ids(&ctx, "SELECT count(*)::BIGINT FROM t").await[0];
     assert_eq!(table.count_rows(&ctx, None).await.unwrap() as i64, all);
-    assert_eq!(table.count_rows(&ctx, Some("  ")).await.unwrap() as i64, all);
+    assert_eq!(
+        table.count_rows(&ctx, Some("  ")).await.unwrap() as i64,
+        all
+    );
     for (bad, says) in [
         ("nope = 1", "nope"),
         ("id + 1", "not a boolean"),
         ("cat = ", ""),
     ] {
-        let e = table.count_rows(&ctx, Some(bad)).await.unwrap_err().to_string();
+        let e = table
+            .count_rows(&ctx, Some(bad))
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
