@@ -271,6 +271,32 @@ async fn main() {
             "physical planning: {:.3} ms per call",
             t.elapsed().as_secs_f64() / 3.0
         );
+        let state = ctx.state();
+        let logical = df.logical_plan().clone();
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(state.optimize(&logical).unwrap());
+        }
+        println!(
+            "  of which logical optimization: {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
+        let optimized = state.optimize(&logical).unwrap();
+        let planner = datafusion::physical_planner::DefaultPhysicalPlanner::default();
+        let t = Instant::now();
+        for _ in 0..3000 {
+            std::hint::black_box(
+                datafusion::physical_planner::PhysicalPlanner::create_physical_plan(
+                    &planner, &optimized, &state,
+                )
+                .await
+                .unwrap(),
+            );
+        }
+        println!(
+            "  of which physical planning and optimization: {:.3} ms per call",
+            t.elapsed().as_secs_f64() / 3.0
+        );
         return;
     }
 

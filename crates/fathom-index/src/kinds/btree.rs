@@ -164,6 +164,11 @@ pub async fn search(
             }
             continue;
         }
+        // Values are sorted: equality and ranges match one run of the page.
+        if let Some(r) = q.range_sorted(page.values.as_ref())? {
+            out.extend(page.ids.values()[r].iter().copied());
+            continue;
+        }
         let m = q.matches(page.values.as_ref())?;
         for i in 0..m.len() {
             if m.value(i) {
