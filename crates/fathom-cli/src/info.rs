@@ -87,3 +87,17 @@ pub async fn run(uri: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `fathom count DATASET [FILTER]`: prints the number of matching rows.
+pub async fn count(uri: &str, filter: Option<&str>) -> Result<(), String> {
+    let table = fathom_datafusion::open_table(uri, None, None, Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ctx = fathom_datafusion::new_session(None).map_err(|e| e.to_string())?;
+    let n = table
+        .count_rows(&ctx, filter)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{n}");
+    Ok(())
+}

@@ -86,6 +86,13 @@ enum Command {
     },
     /// Versions, fragments, rows, deletions, indexes and sizes of a dataset.
     Info { dataset: String },
+    /// Rows of a dataset matching a SQL filter (all rows without one),
+    /// answered from its indexes where they can, without SQL planning.
+    Count {
+        dataset: String,
+        /// A SQL boolean expression over the dataset's columns.
+        filter: Option<String>,
+    },
     /// Create a small dataset in the data directory and query it.
     Demo {
         #[arg(long, default_value = "fathom-data")]
@@ -140,6 +147,7 @@ fn run(cli: Cli) -> i32 {
                 max_rows_per_file,
             } => import::run(&source, &dataset, mode, format, max_rows_per_file).await,
             Command::Info { dataset } => info::run(&dataset).await,
+            Command::Count { dataset, filter } => info::count(&dataset, filter.as_deref()).await,
             Command::Demo { data_dir } => shell::demo(&data_dir).await,
         }
     });

@@ -254,6 +254,19 @@ fn indexes_from_the_cli() {
         out.contains("id_idx (BTreeIndexDetails) on fields [0]: 1 fragments"),
         "{out}"
     );
+    // Counts: through SQL from the index's row sets, and `fathom count`.
+    let out = ok(&fathom(
+        d,
+        &["sql", "-c", "EXPLAIN SELECT count(*) FROM t WHERE k = 3"],
+    ));
+    assert!(out.contains("IndexCountExec: k_idx(k = 3)"), "{out}");
+    let want = (1..=5000).filter(|v| v % 7 == 3).count();
+    let out = ok(&fathom(d, &["count", "fathom-data/t.lance", "k = 3"]));
+    assert_eq!(out.trim(), want.to_string());
+    let out = ok(&fathom(d, &["count", "fathom-data/t.lance"]));
+    assert_eq!(out.trim(), "5000");
+    let e = err(&fathom(d, &["count", "fathom-data/t.lance", "nope > 1"]));
+    assert!(e.contains("nope"), "{e}");
     ok(&fathom(d, &["sql", "-c", "DROP INDEX k_idx ON t"]));
     let out = ok(&fathom(
         d,

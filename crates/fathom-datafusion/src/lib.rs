@@ -4,7 +4,8 @@
 //!
 //! - [`FathomTable`]: a dataset as a `TableProvider` (projection, exact
 //!   filter and limit pushdown, exact row counts, parallel fragment scans,
-//!   `_rowid` / `_rowaddr`, INSERT / DELETE / UPDATE as single commits).
+//!   `_rowid` / `_rowaddr`, INSERT / DELETE / UPDATE as single commits),
+//!   and `count_rows(filter)`, a count without SQL planning.
 //! - [`FathomTableFactory`]: `CREATE EXTERNAL TABLE ... STORED AS LANCE`.
 //! - [`DirectorySchema`]: a directory of datasets as a schema, so that
 //!   `CREATE TABLE` / `CREATE TABLE AS SELECT` / `DROP TABLE` manage datasets.
