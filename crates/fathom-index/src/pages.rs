@@ -17,6 +17,27 @@ fn and(a: &BooleanArray, b: &BooleanArray) -> BooleanArray {
         .collect()
 }
 
+/// `acc` AND `lo.1` satisfies lower bound `lo.0` AND `hi.1` satisfies
+/// upper bound `hi.0` (both sides zero-normalized already).
+fn within(
+    mut acc: BooleanArray,
+    lo: (&Bound<ArrayRef>, &ArrayRef),
+    hi: (&Bound<ArrayRef>, &ArrayRef),
+) -> Result<BooleanArray> {
+    let scalar = |v: &ArrayRef| Scalar::new(normalize_zero(v.as_ref()));
+    match lo.0 {
+        Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(lo.1, &scalar(v))?),
+        Bound::Excluded(v) => acc = and(&acc, &cmp::gt(lo.1, &scalar(v))?),
+        Bound::Unbounded => {}
+    }
+    match hi.0 {
+        Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(hi.1, &scalar(v))?),
+        Bound::Excluded(v) => acc = and(&acc, &cmp::lt(hi.1, &scalar(v))?),
+        Bound::Unbounded => {}
+    }
+    Ok(acc)
+}
+
 /// For each page with bounds `min[i]..=max[i]` (null bounds = no non-null
 /// value) and `null_counts[i]` nulls: may it hold rows matching `q`?
 pub fn may_match(
@@ -52,18 +73,10 @@ pub fn may_match(
             }))
         }
         ScalarQuery::Range { lower, upper } => {
-            let mut acc = BooleanArray::from_iter((0..n).map(|i| Some(max.is_valid(i))));
-            match lower {
-                Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(max, &scalar(v))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::gt(max, &scalar(v))?),
-                Bound::Unbounded => {}
-            }
-            match upper {
-                Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(min, &scalar(v))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::lt(min, &scalar(v))?),
-                Bound::Unbounded => {}
-            }
-            acc
+            // Some value may lie in range: max above the lower bound, min
+            // below the upper one.
+            let valid = BooleanArray::from_iter((0..n).map(|i| Some(max.is_valid(i))));
+            within(valid, (lower, max), (upper, min))?
         }
     })
 }
@@ -104,18 +117,13 @@ pub fn all_match(
             }))
         }
         ScalarQuery::Range { lower, upper } => {
-            let mut acc = BooleanArray::from(vec![true; n]);
-            match lower {
-                Bound::Included(v) => acc = and(&acc, &cmp::gt_eq(min, &scalar(v))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::gt(min, &scalar(v))?),
-                Bound::Unbounded => {}
-            }
-            match upper {
-                Bound::Included(v) => acc = and(&acc, &cmp::lt_eq(max, &scalar(v))?),
-                Bound::Excluded(v) => acc = and(&acc, &cmp::lt(max, &scalar(v))?),
-                Bound::Unbounded => {}
-            }
-            acc
+            // Every value in range: min above the lower bound, max below
+            // the upper one.
+            within(
+                BooleanArray::from(vec![true; n]),
+                (lower, min),
+                (upper, max),
+            )?
         }
     };
     Ok(and(&acc, &no_nulls))

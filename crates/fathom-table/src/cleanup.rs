@@ -6,11 +6,12 @@ use std::time::SystemTime;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
-use crate::dataset::{Dataset, list_versions};
+use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::Manifest;
 use crate::manifest_io::read_manifest;
 use crate::naming::{self, manifest_path};
+use crate::versions::list_versions;
 
 /// What `cleanup_old_versions` keeps.
 #[derive(Debug, Clone, Default)]

@@ -35,7 +35,7 @@ use fathom_table::{Dataset, RowAddress, RowSet, Taker};
 
 use super::common::single_partition;
 use super::exclusion::Exclusion;
-use super::index_scan::{Evaluated, evaluate};
+use super::index_scan::{Evaluated, evaluate_planned};
 use crate::error::to_df;
 use crate::index_expr::IndexExpr;
 use crate::plan::ExclusionSource;
@@ -157,14 +157,7 @@ async fn matching(
         rows,
         exactness,
         certain,
-    } = evaluate(ds, cache, expr).await?;
-    if !exactness.satisfies(planned) {
-        return Err(DataFusionError::Internal(format!(
-            "index search of {expr} returned a {} result where the plan expected {}",
-            exactness.as_str(),
-            planned.as_str()
-        )));
-    }
+    } = evaluate_planned(ds, cache, expr, planned).await?;
     let rows = ex.apply(&rows).await?;
     let Some(recheck) = recheck else {
         return Ok((rows, 0));

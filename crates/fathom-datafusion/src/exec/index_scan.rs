@@ -136,6 +136,25 @@ impl Evaluated {
     }
 }
 
+/// [`evaluate`], checked to be at least as exact as the plan expected
+/// (a weaker answer is an error, never wrong rows).
+pub async fn evaluate_planned(
+    ds: &Dataset,
+    cache: &IndexCache,
+    e: &IndexExpr,
+    planned: Exactness,
+) -> Result<Evaluated> {
+    let r = evaluate(ds, cache, e).await?;
+    if !r.exactness.satisfies(planned) {
+        return Err(DataFusionError::Internal(format!(
+            "index search of {e} returned a {} result where the plan expected {}",
+            r.exactness.as_str(),
+            planned.as_str()
+        )));
+    }
+    Ok(r)
+}
+
 /// Evaluates `e` over every usable segment of the indexes it names.
 pub fn evaluate<'a>(
     ds: &'a Dataset,
@@ -265,16 +284,7 @@ impl ExecutionPlan for ScalarIndexExec {
         let elapsed = baseline.elapsed_compute().clone();
         let fut = async move {
             let timer = elapsed.timer();
-            let Evaluated {
-                rows, exactness, ..
-            } = evaluate(&ds, &cache, &expr).await?;
-            if !exactness.satisfies(planned) {
-                return Err(DataFusionError::Internal(format!(
-                    "index search of {expr} returned a {} result where the plan expected {}",
-                    exactness.as_str(),
-                    planned.as_str()
-                )));
-            }
+            let rows = evaluate_planned(&ds, &cache, &expr, planned).await?.rows;
             matched.add(rows.len() as usize);
             let batches = addr_batches(rows.iter().map(|a| a.as_u64()), bs);
             timer.done();
