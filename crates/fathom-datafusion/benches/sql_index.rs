@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -320,37 +319,11 @@ async fn main() {
     }
 
     // pylance on a copy, if installed.
-    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
-    let pylance: Option<serde_like::Report> = if Command::new(&py)
-        .args(["-c", "import lance"])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        let copy = dir.path().join("py.lance");
-        Command::new("cp")
-            .args(["-r", &uri, copy.to_str().unwrap()])
-            .status()
-            .unwrap();
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/interop/pylance_bench.py");
-        let mut cmd = Command::new(&py);
-        cmd.arg(script).arg(&copy);
-        for (_, _, f, c) in &queries {
-            cmd.arg(format!("{c}|{f}"));
-        }
-        let out = cmd.output().unwrap();
-        if out.status.success() {
-            Some(serde_like::parse(&String::from_utf8_lossy(&out.stdout)))
-        } else {
-            eprintln!(
-                "pylance benchmark failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            None
-        }
-    } else {
-        None
-    };
+    let peer: Vec<(String, String)> = queries
+        .iter()
+        .map(|(_, _, f, c)| (c.clone(), f.clone()))
+        .collect();
+    let pylance = common::pylance(&uri, dir.path(), None, &peer);
 
     let runs = 5;
     println!(
@@ -471,34 +444,5 @@ async fn main() {
             "pylance {} (its query times in ms: {:?})",
             r.version, r.queries
         );
-    }
-}
-
-/// The pylance script prints `version V`, `build MS BYTES` lines and
-/// `query MS` lines, in order.
-mod serde_like {
-    pub struct Report {
-        pub version: String,
-        pub builds: Vec<(f64, u64)>,
-        pub queries: Vec<f64>,
-    }
-    pub fn parse(s: &str) -> Report {
-        let mut r = Report {
-            version: String::new(),
-            builds: vec![],
-            queries: vec![],
-        };
-        for line in s.lines() {
-            let w: Vec<&str> = line.split_whitespace().collect();
-            match w.as_slice() {
-                ["version", v] => r.version = v.to_string(),
-                ["build", ms, bytes] => r
-                    .builds
-                    .push((ms.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(0))),
-                ["query", ms] => r.queries.push(ms.parse().unwrap_or(f64::NAN)),
-                _ => {}
-            }
-        }
-        r
     }
 }

@@ -38,6 +38,11 @@ pub struct Dataset {
     pub(crate) schema: SchemaRef,
     pub(crate) cache: Arc<ReadCache>,
     pub(crate) row_id_index: Arc<OnceLock<HashMap<u64, u64>>>,
+    /// Fragment id -> position in the manifest, built once per version
+    /// and shared by every clone (and so by every node of a plan).
+    fragment_positions: Arc<OnceLock<HashMap<u64, usize>>>,
+    /// Field ids of the schema's fields, in order.
+    field_ids: Arc<[i32]>,
 }
 
 impl std::fmt::Debug for Dataset {
@@ -153,11 +158,13 @@ impl Dataset {
             store,
             root,
             uri: uri.to_string(),
-            manifest: Arc::new(manifest),
             naming,
             schema,
             cache,
             row_id_index: Arc::new(OnceLock::new()),
+            fragment_positions: Arc::new(OnceLock::new()),
+            field_ids: manifest.schema.fields.iter().map(|f| f.id).collect(),
+            manifest: Arc::new(manifest),
         })
     }
 
@@ -521,6 +528,19 @@ impl Dataset {
     pub fn fragments(&self) -> &[Fragment] {
         &self.manifest.fragments
     }
+    /// The fragment with id `id`, if it is in this version: a lookup in
+    /// a map built once per version (shared by clones), not a search.
+    pub fn fragment(&self, id: u64) -> Option<&Fragment> {
+        let positions = self.fragment_positions.get_or_init(|| {
+            self.manifest
+                .fragments
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.id, i))
+                .collect()
+        });
+        positions.get(&id).map(|&i| &self.manifest.fragments[i])
+    }
     /// Exact row count from metadata alone.
     pub fn count_rows(&self) -> u64 {
         self.manifest.num_rows()
@@ -544,7 +564,7 @@ impl Dataset {
         fragment: &Fragment,
         need_row_ids: bool,
     ) -> Result<FragmentReader> {
-        let ids = self.manifest.schema.fields.iter().map(|f| f.id).collect();
+        let ids = self.field_ids.clone();
         FragmentReader::open(
             &self.store,
             &self.root,

@@ -19,7 +19,6 @@
 //! process truncating a file in place while it is being read would fault
 //! the reader, as with any memory-mapped reader.)
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -30,6 +29,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use lru::LruCache;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
@@ -40,8 +40,15 @@ use object_store::{
 /// Reads up to this many bytes (all ranges of one request) inline.
 pub const INLINE_READ_BYTES: u64 = 1024 * 1024;
 
-/// Most files mapped at once (a mapping holds no file descriptor).
+/// Most mappings kept for reuse, least recently used dropped first (a
+/// mapping holds no file descriptor; the kernel allows about 65,000 per
+/// process, and bytes handed out keep theirs alive).
 const MAX_MAPPED: usize = 4096;
+
+/// Files smaller than this are read in place, not mapped: a mapping per
+/// small file (a table of many tiny fragments) would cost more system
+/// calls than it saves and could exhaust the process's mappings.
+pub const MAP_MIN_BYTES: u64 = 256 * 1024;
 
 #[derive(Debug)]
 struct Mapped {
@@ -52,10 +59,21 @@ struct Mapped {
 }
 
 /// `LocalFileSystem` with in-place small reads and mapped Lance files.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LocalStore {
     inner: LocalFileSystem,
-    maps: Arc<Mutex<HashMap<PathBuf, Mapped>>>,
+    maps: Arc<Mutex<LruCache<PathBuf, Mapped>>>,
+}
+
+impl Default for LocalStore {
+    fn default() -> Self {
+        LocalStore {
+            inner: LocalFileSystem::default(),
+            maps: Arc::new(Mutex::new(LruCache::new(
+                std::num::NonZeroUsize::new(MAX_MAPPED).unwrap(),
+            ))),
+        }
+    }
 }
 
 /// A slice of a mapping, owned by the `Bytes` handed out.
@@ -75,13 +93,14 @@ impl LocalStore {
         Self::default()
     }
 
-    /// The current mapping of `path` (`None` for an empty file).
+    /// The current mapping of `path` (`None` for a file smaller than
+    /// [`MAP_MIN_BYTES`], read in place instead).
     fn mapping(&self, path: &std::path::Path) -> Result<Option<Arc<memmap2::Mmap>>> {
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {
                 // Gone: let its pages go too.
-                self.maps.lock().unwrap().remove(path);
+                self.maps.lock().unwrap().pop(path);
                 return Err(io_error(e, path));
             }
         };
@@ -90,7 +109,7 @@ impl LocalStore {
             meta.len(),
             meta.modified().ok(),
         );
-        if len == 0 {
+        if len < MAP_MIN_BYTES {
             return Ok(None);
         }
         if let Some(m) = self.maps.lock().unwrap().get(path)
@@ -110,11 +129,7 @@ impl LocalStore {
                 path,
             ));
         }
-        let mut maps = self.maps.lock().unwrap();
-        if maps.len() >= MAX_MAPPED {
-            maps.clear();
-        }
-        maps.insert(
+        self.maps.lock().unwrap().put(
             path.to_path_buf(),
             Mapped {
                 ino,
@@ -302,7 +317,7 @@ impl ObjectStore for LocalStore {
                 if let Ok(p) = &p
                     && let Ok(fs) = inner.path_to_filesystem(p)
                 {
-                    maps.lock().unwrap().remove(&fs);
+                    maps.lock().unwrap().pop(&fs);
                 }
                 p
             })
@@ -379,6 +394,10 @@ mod tests {
         store.put(&lp, vec![7u8; 10].into()).await.unwrap();
         let again = store.get_ranges(&lp, &[0..10]).await.unwrap();
         assert_eq!(&again[0][..], &[7u8; 10]);
+        // A small file is read in place, not mapped, with the same errors.
+        let path = store.inner.path_to_filesystem(&lp).unwrap();
+        assert!(store.mapping(&path).unwrap().is_none());
+        assert!(store.get_ranges(&lp, &[5..11]).await.is_err());
         // Bytes handed out earlier stay valid.
         assert_eq!(&got[0][..], &data[0..10]);
         store.delete(&lp).await.unwrap();

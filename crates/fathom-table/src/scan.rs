@@ -2,6 +2,7 @@
 //! absent columns read as NULL, virtual `_rowaddr` / `_rowid` columns.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -9,6 +10,7 @@ use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array, new_nu
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use fathom_file::{FileReader, FileReaderOptions};
 use futures::future::try_join_all;
+use lru::LruCache;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use roaring::RoaringBitmap;
@@ -31,14 +33,39 @@ fn row_address(frag: u64, offset: u64) -> u64 {
 }
 
 /// Open files and decoded deletion vectors, shared by the readers of one
-/// dataset (files are immutable, so entries never go stale).
-#[derive(Debug, Default)]
+/// dataset (files are immutable, so entries never go stale). Each is a
+/// least-recently-used cache of [`CACHE_ENTRIES`] entries: a table of up
+/// to that many fragments is read without reopening a file, and a larger
+/// one drops the entries read longest ago, never the whole cache at once.
+#[derive(Debug)]
 pub struct ReadCache {
-    files: Mutex<HashMap<String, FileReader>>,
-    deletions: Mutex<HashMap<String, Arc<RoaringBitmap>>>,
+    files: Mutex<LruCache<String, CachedFile>>,
+    /// Keyed by (fragment id, deletion file read version, file id).
+    deletions: Mutex<LruCache<(u64, u64, u64), Arc<RoaringBitmap>>>,
 }
 
-const CACHE_ENTRIES: usize = 4096;
+/// Entries of each [`ReadCache`] map: enough for 100,000 fragments with
+/// room to spare (an open reader of a small file holds a few KiB of
+/// metadata).
+pub const CACHE_ENTRIES: usize = 1 << 17;
+
+impl Default for ReadCache {
+    fn default() -> Self {
+        let n = NonZeroUsize::new(CACHE_ENTRIES).unwrap();
+        ReadCache {
+            files: Mutex::new(LruCache::new(n)),
+            deletions: Mutex::new(LruCache::new(n)),
+        }
+    }
+}
+
+/// An open data file and, per dataset field id, the index of its
+/// top-level field in the file (both computed once per file).
+#[derive(Debug, Clone)]
+pub(crate) struct CachedFile {
+    pub reader: FileReader,
+    pub by_id: Arc<HashMap<i32, usize>>,
+}
 
 impl ReadCache {
     pub(crate) async fn file(
@@ -46,24 +73,31 @@ impl ReadCache {
         store: &Arc<dyn ObjectStore>,
         path: Path,
         size: u64,
-    ) -> Result<FileReader> {
+    ) -> Result<CachedFile> {
         let key = path.to_string();
         if let Some(r) = self.files.lock().unwrap().get(&key) {
             return Ok(r.clone());
         }
-        let r = FileReader::open(
+        let reader = FileReader::open(
             store.clone(),
             path,
             (size > 0).then_some(size),
             FileReaderOptions::default(),
         )
         .await?;
-        let mut files = self.files.lock().unwrap();
-        if files.len() >= CACHE_ENTRIES {
-            files.clear();
-        }
-        files.insert(key, r.clone());
-        Ok(r)
+        let by_id = reader
+            .lance_schema()
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, fld)| (fld.id, i))
+            .collect();
+        let file = CachedFile {
+            reader,
+            by_id: Arc::new(by_id),
+        };
+        self.files.lock().unwrap().put(key, file.clone());
+        Ok(file)
     }
 
     pub(crate) async fn deletions(
@@ -75,16 +109,12 @@ impl ReadCache {
         let Some(d) = &frag.deletion_file else {
             return Ok(None);
         };
-        let key = format!("{}-{}-{}", frag.id, d.read_version, d.id);
+        let key = (frag.id, d.read_version, d.id);
         if let Some(b) = self.deletions.lock().unwrap().get(&key) {
             return Ok(Some(b.clone()));
         }
         let b = Arc::new(read_deletions(store, root, frag.id, d).await?);
-        let mut m = self.deletions.lock().unwrap();
-        if m.len() >= CACHE_ENTRIES {
-            m.clear();
-        }
-        m.insert(key, b.clone());
+        self.deletions.lock().unwrap().put(key, b.clone());
         Ok(Some(b))
     }
 }
@@ -211,11 +241,11 @@ pub fn chunk_runs(runs: &[Range<u64>], n: u64) -> Vec<Vec<Range<u64>>> {
 pub struct FragmentReader {
     pub fragment: Fragment,
     /// Per data file: its reader and, per dataset field id, the top-level field index in the file.
-    files: Vec<(FileReader, HashMap<i32, usize>)>,
+    files: Vec<(FileReader, Arc<HashMap<i32, usize>>)>,
     pub deleted: Option<Arc<RoaringBitmap>>,
     row_ids: Option<Arc<Vec<u64>>>,
     schema: SchemaRef,
-    field_ids: Vec<i32>,
+    field_ids: Arc<[i32]>,
 }
 
 impl FragmentReader {
@@ -225,7 +255,7 @@ impl FragmentReader {
         cache: &ReadCache,
         fragment: &Fragment,
         schema: SchemaRef,
-        field_ids: Vec<i32>,
+        field_ids: Arc<[i32]>,
         need_row_ids: bool,
     ) -> Result<Self> {
         let deleted = cache.deletions(store.as_ref(), root, fragment).await?;
@@ -246,7 +276,7 @@ impl FragmentReader {
                     ),
                 });
             }
-            let reader = cache
+            let CachedFile { reader, by_id } = cache
                 .file(store, data_file_path(root, &f.path), f.file_size_bytes)
                 .await?;
             if reader.num_rows() != fragment.physical_rows {
@@ -260,13 +290,6 @@ impl FragmentReader {
                     ),
                 ));
             }
-            let by_id = reader
-                .lance_schema()
-                .fields
-                .iter()
-                .enumerate()
-                .map(|(i, fld)| (fld.id, i))
-                .collect();
             files.push((reader, by_id));
         }
         let row_ids = match (&fragment.row_id_meta, need_row_ids) {

@@ -11,7 +11,6 @@ use tokio::sync::Mutex;
 use crate::address::{FragmentId, RowAddress};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::format::Fragment;
 use crate::scan::{FragmentReader, Projection, Rows};
 
 /// Takes rows of one version by address, opening each fragment once.
@@ -25,7 +24,6 @@ pub struct Taker {
     ds: Dataset,
     projection: Projection,
     schema: SchemaRef,
-    fragments: HashMap<u64, Fragment>,
     readers: Mutex<HashMap<FragmentId, Arc<FragmentReader>>>,
 }
 
@@ -41,7 +39,6 @@ impl Taker {
     pub fn new(ds: &Dataset, projection: Projection) -> Self {
         Taker {
             schema: projection.schema(ds.schema()),
-            fragments: ds.fragments().iter().map(|f| (f.id, f.clone())).collect(),
             ds: ds.clone(),
             projection,
             readers: Mutex::default(),
@@ -59,7 +56,7 @@ impl Taker {
         if let Some(r) = g.get(&f) {
             return Ok(r.clone());
         }
-        let frag = self.fragments.get(&f.as_u64()).ok_or_else(|| {
+        let frag = self.ds.fragment(f.as_u64()).ok_or_else(|| {
             Error::invalid(format!(
                 "fragment {f} is not in version {}",
                 self.ds.version()
@@ -123,10 +120,11 @@ impl Dataset {
         let taker = Taker::new(self, projection.clone());
         // Live addresses with their request positions, grouped by fragment.
         let mut live: Vec<(RowAddress, usize)> = Vec::with_capacity(addresses.len());
+        let mut last: Option<(FragmentId, Option<Arc<roaring::RoaringBitmap>>)> = None;
         for (pos, &a) in addresses.iter().enumerate() {
             let addr = RowAddress::from_u64(a);
             let f = addr.fragment();
-            let frag = taker.fragments.get(&f.as_u64()).ok_or_else(|| {
+            let frag = self.fragment(f.as_u64()).ok_or_else(|| {
                 Error::invalid(format!(
                     "row address {a}: fragment {f} is not in version {}",
                     self.version()
@@ -139,7 +137,11 @@ impl Dataset {
                     frag.physical_rows
                 )));
             }
-            let deleted = self.deleted_rows(frag).await?;
+            // Deletions looked up once per run of one fragment.
+            if last.as_ref().is_none_or(|(lf, _)| *lf != f) {
+                last = Some((f, self.deleted_rows(frag).await?));
+            }
+            let deleted = last.as_ref().and_then(|(_, d)| d.as_ref());
             if !deleted.is_some_and(|d| d.contains(addr.offset())) {
                 live.push((addr, pos));
             }

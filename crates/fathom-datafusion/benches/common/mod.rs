@@ -225,3 +225,90 @@ pub async fn phases(ctx: &SessionContext, sql: &str, runs: usize) -> (f64, f64, 
     }
     (median(a), median(b), median(c))
 }
+
+/// What `tests/interop/pylance_bench.py` printed: its version, per index
+/// its build time and size, the time to open the dataset, and per query
+/// its median time (ms).
+pub struct PylanceReport {
+    pub version: String,
+    pub builds: Vec<(f64, u64)>,
+    pub open: Option<f64>,
+    pub queries: Vec<f64>,
+}
+
+impl PylanceReport {
+    fn parse(s: &str) -> Self {
+        let mut r = PylanceReport {
+            version: String::new(),
+            builds: vec![],
+            open: None,
+            queries: vec![],
+        };
+        for line in s.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["version", v] => r.version = v.to_string(),
+                ["build", ms, bytes] => r
+                    .builds
+                    .push((ms.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(0))),
+                ["open", ms] => r.open = ms.parse().ok(),
+                ["query", ms] => r.queries.push(ms.parse().unwrap_or(f64::NAN)),
+                _ => {}
+            }
+        }
+        r
+    }
+}
+
+/// Runs the pylance side on a copy of the dataset at `uri` (made in
+/// `scratch`), when pylance is installed (`FATHOM_PYTHON`, default
+/// `python3`): builds `indexes` (`col:KIND,...`, or the script's
+/// default), then times each `(columns, filter)` query.
+pub fn pylance(
+    uri: &str,
+    scratch: &std::path::Path,
+    indexes: Option<&str>,
+    queries: &[(String, String)],
+) -> Option<PylanceReport> {
+    use std::process::Command;
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    if !Command::new(&py)
+        .args(["-c", "import lance"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return None;
+    }
+    let copy = scratch.join("py.lance");
+    let _ = std::fs::remove_dir_all(&copy);
+    let ok = Command::new("cp")
+        .args(["-r", uri, copy.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("could not copy {uri} for pylance");
+        return None;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/pylance_bench.py");
+    let mut cmd = Command::new(&py);
+    cmd.arg(script);
+    if let Some(ix) = indexes {
+        cmd.arg(format!("--indexes={ix}"));
+    }
+    cmd.arg(&copy);
+    for (c, f) in queries {
+        cmd.arg(format!("{c}|{f}"));
+    }
+    let out = cmd.output().unwrap();
+    let _ = std::fs::remove_dir_all(&copy);
+    if out.status.success() {
+        Some(PylanceReport::parse(&String::from_utf8_lossy(&out.stdout)))
+    } else {
+        eprintln!(
+            "pylance benchmark failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        None
+    }
+}

@@ -347,7 +347,7 @@ fn enc_sources(sources: &[ExclusionSource]) -> Vec<wire::ExclusionSource> {
             },
             ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
                 deleted_rows: false,
-                fragments: f.clone(),
+                fragments: f.iter().map(u64::from).collect(),
             },
         })
         .collect()
@@ -360,7 +360,13 @@ fn dec_sources(sources: Vec<wire::ExclusionSource>) -> Vec<ExclusionSource> {
             if s.deleted_rows {
                 ExclusionSource::DeletedRows
             } else {
-                ExclusionSource::OutsideFragments(s.fragments)
+                // Ids beyond 32 bits name no fragment a row address can hold.
+                ExclusionSource::OutsideFragments(std::sync::Arc::new(
+                    s.fragments
+                        .iter()
+                        .filter_map(|&f| u32::try_from(f).ok())
+                        .collect(),
+                ))
             }
         })
         .collect()

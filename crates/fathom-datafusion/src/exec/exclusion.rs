@@ -11,7 +11,6 @@
 //! Next: rows covered by overlays newer than a segment, and address
 //! remaps after compaction.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -73,46 +72,57 @@ impl ExclusionExec {
 /// Exclusion sources resolved against a dataset version: the fragments
 /// whose rows may pass, and whether deleted rows are dropped. Applied per
 /// address by [`ExclusionExec`], and to whole row sets by counts.
+/// Resolving costs nothing for one `OutsideFragments` source (its set is
+/// shared) and an intersection for each further one;
+/// fragments are then found through the version's shared id map.
 #[derive(Debug, Clone)]
 pub struct Exclusion {
     dataset: Dataset,
-    /// Fragments whose rows may pass: all current ones, less those outside
-    /// every `OutsideFragments` set.
-    frags: Arc<HashMap<FragmentId, Fragment>>,
+    /// Fragment ids whose rows may pass when some source restricts them
+    /// (`None`: every fragment of the version).
+    keep: Option<Arc<RoaringBitmap>>,
     deletions: bool,
 }
 
 impl Exclusion {
     pub fn new(dataset: &Dataset, sources: &[ExclusionSource]) -> Self {
-        let mut ids: HashSet<u64> = dataset.fragments().iter().map(|f| f.id).collect();
+        let mut keep: Option<Arc<RoaringBitmap>> = None;
         for s in sources {
-            if let ExclusionSource::OutsideFragments(keep) = s {
-                let keep: HashSet<u64> = keep.iter().copied().collect();
-                ids.retain(|f| keep.contains(f));
+            if let ExclusionSource::OutsideFragments(set) = s {
+                keep = Some(match keep {
+                    Some(k) => Arc::new(k.as_ref() & set.as_ref()),
+                    None => set.clone(),
+                });
             }
         }
-        let frags = dataset
-            .fragments()
-            .iter()
-            .filter(|f| ids.contains(&f.id))
-            .filter_map(|f| Some((FragmentId::try_from(f.id).ok()?, f.clone())))
-            .collect();
         Exclusion {
             dataset: dataset.clone(),
-            frags: Arc::new(frags),
+            keep,
             deletions: sources.contains(&ExclusionSource::DeletedRows),
         }
     }
 
-    /// Fragments whose rows may pass.
+    fn passes(&self, id: u64) -> bool {
+        self.keep
+            .as_ref()
+            .is_none_or(|k| u32::try_from(id).is_ok_and(|i| k.contains(i)))
+    }
+
+    /// Fragments whose rows may pass, in manifest order.
     pub fn fragments(&self) -> impl Iterator<Item = &Fragment> {
-        self.frags.values()
+        self.dataset
+            .fragments()
+            .iter()
+            .filter(|f| self.passes(f.id))
     }
 
     /// For a fragment whose rows may pass: its deleted rows (when they are
     /// dropped) and its physical row count; `None` for any other.
     async fn fragment(&self, f: FragmentId) -> Result<Option<(Option<Arc<RoaringBitmap>>, u64)>> {
-        let Some(fr) = self.frags.get(&f) else {
+        if !self.passes(f.as_u64()) {
+            return Ok(None);
+        }
+        let Some(fr) = self.dataset.fragment(f.as_u64()) else {
             return Ok(None);
         };
         let del = if self.deletions {
@@ -148,8 +158,11 @@ impl Exclusion {
     /// Every row of the fragments that pass, less the deleted ones.
     pub async fn all_rows(&self) -> Result<RowSet> {
         let mut all = RowSet::new();
-        for (f, fr) in self.frags.iter() {
-            all.insert_range(*f, 0..u32::try_from(fr.physical_rows).unwrap_or(u32::MAX));
+        for fr in self.fragments() {
+            let Ok(f) = FragmentId::try_from(fr.id) else {
+                continue;
+            };
+            all.insert_range(f, 0..u32::try_from(fr.physical_rows).unwrap_or(u32::MAX));
         }
         self.apply(&all).await
     }
@@ -158,7 +171,11 @@ impl Exclusion {
 impl DisplayAs for ExclusionExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let ex = self.exclusion();
-        write!(f, "ExclusionExec: covered_fragments={}", ex.frags.len())?;
+        write!(
+            f,
+            "ExclusionExec: covered_fragments={}",
+            ex.fragments().count()
+        )?;
         if ex.deletions {
             let with_deletions = ex
                 .fragments()

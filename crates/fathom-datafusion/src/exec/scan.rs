@@ -275,9 +275,6 @@ impl ExecutionPlan for FragmentScanExec {
         let schema = self.schema.clone();
         let batch_size = self.batch_size as u64;
         let limit = self.limit;
-        let by_id: std::collections::HashMap<u64, fathom_table::Fragment> =
-            ds.fragments().iter().map(|f| (f.id, f.clone())).collect();
-
         let prefilter = self.prefilter.clone();
         let pruning = self.pruning.clone();
         let pruned: Count =
@@ -286,7 +283,6 @@ impl ExecutionPlan for FragmentScanExec {
             .then(move |unit| {
                 let ds = ds.clone();
                 let read = read.clone();
-                let frag = by_id.get(&unit.fragment).cloned();
                 let fragments = fragments.clone();
                 let filter = filter.clone();
                 let prefilter = prefilter.clone();
@@ -296,7 +292,7 @@ impl ExecutionPlan for FragmentScanExec {
                 let pruning = pruning.clone();
                 let pruned = pruned.clone();
                 async move {
-                    let frag = frag.ok_or_else(|| {
+                    let frag = ds.fragment(unit.fragment).ok_or_else(|| {
                         datafusion::error::DataFusionError::Internal(format!(
                             "fragment {} not in snapshot",
                             unit.fragment
@@ -305,7 +301,7 @@ impl ExecutionPlan for FragmentScanExec {
                     fragments.add(1);
                     let reader = Arc::new(
                         ds.fragment_reader(
-                            &frag,
+                            frag,
                             read.with_row_id || prefilter.as_ref().is_some_and(|p| p.0.with_row_id),
                         )
                         .await

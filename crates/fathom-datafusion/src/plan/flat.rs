@@ -45,13 +45,13 @@ pub const MIN_ROWS_PER_PARTITION: u64 = 32 * 1024;
 /// Spreads fragments (split into row ranges when large) over at most
 /// `target_partitions` partitions, balancing physical rows, with at least
 /// `min_rows` rows per partition (small tables stay in order, in one).
-pub fn plan_flat(
-    fragments: &[Fragment],
+pub fn plan_flat<'a>(
+    fragments: impl Iterator<Item = &'a Fragment> + Clone,
     target_partitions: usize,
     min_rows: u64,
 ) -> FlatPartitions {
     let n = target_partitions.max(1);
-    let total: u64 = fragments.iter().map(|f| f.physical_rows).sum();
+    let total: u64 = fragments.clone().map(|f| f.physical_rows).sum();
     if total == 0 {
         return FlatPartitions {
             partitions: vec![vec![]],
@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn balanced_and_complete() {
         let frags = vec![frag(0, 100), frag(3, 10), frag(7, 290)];
-        let plan = plan_flat(&frags, 4, 1);
+        let plan = plan_flat(frags.iter(), 4, 1);
         assert_eq!(plan.partitions.len(), 4);
         assert_eq!(plan.num_rows(), 400);
         assert_eq!(plan.num_fragments(), 3);
@@ -107,13 +107,13 @@ mod tests {
             assert_eq!(rows, 100);
         }
         // One big fragment is split into ranges across partitions.
-        let plan = plan_flat(&[frag(1, 1000)], 3, 1);
+        let plan = plan_flat([frag(1, 1000)].iter(), 3, 1);
         assert_eq!(plan.partitions.len(), 3);
         assert_eq!(plan.partitions[2][0].rows, 668..1000);
-        assert_eq!(plan_flat(&[], 4, 1).partitions.len(), 1);
+        assert_eq!(plan_flat([].iter(), 4, 1).partitions.len(), 1);
         // Small tables are not split.
         assert_eq!(
-            plan_flat(&frags, 4, MIN_ROWS_PER_PARTITION)
+            plan_flat(frags.iter(), 4, MIN_ROWS_PER_PARTITION)
                 .partitions
                 .len(),
             1

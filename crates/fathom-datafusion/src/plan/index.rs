@@ -3,6 +3,7 @@
 //! rechecked.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use fathom_index::Exactness;
 use fathom_index::segment::usable;
@@ -117,12 +118,7 @@ pub(super) fn plan_index_branch(
     };
     let mut names = vec![];
     expr.indexes(&mut names);
-    let mut covered: RoaringBitmap = snap
-        .manifest
-        .fragments
-        .iter()
-        .map(|f| f.id as u32)
-        .collect();
+    let mut covered = fragment_ids(snap.manifest);
     for n in &names {
         covered &= chosen.coverage.get(n).cloned().unwrap_or_default();
     }
@@ -156,7 +152,7 @@ pub(super) fn plan_index_branch(
         Some(r) if !r.narrow => r.columns.clone(),
         _ => output.clone(),
     };
-    let covered: Vec<u64> = covered.iter().map(u64::from).collect();
+    let covered = Arc::new(covered);
     Ok(Some(IndexBranch {
         expr,
         segments,
@@ -170,4 +166,26 @@ pub(super) fn plan_index_branch(
         recheck,
         take,
     }))
+}
+
+/// The ids of a version's fragments as a set, inserted as runs of
+/// consecutive ids (fragments are usually numbered 0, 1, 2, ...).
+pub(super) fn fragment_ids(m: &fathom_table::Manifest) -> RoaringBitmap {
+    let mut out = RoaringBitmap::new();
+    let mut run: Option<(u32, u32)> = None;
+    for f in &m.fragments {
+        let id = f.id as u32;
+        run = match run {
+            Some((s, e)) if e.checked_add(1) == Some(id) => Some((s, id)),
+            Some((s, e)) => {
+                out.insert_range(s..=e);
+                Some((id, id))
+            }
+            None => Some((id, id)),
+        };
+    }
+    if let Some((s, e)) = run {
+        out.insert_range(s..=e);
+    }
+    out
 }

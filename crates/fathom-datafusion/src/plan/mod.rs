@@ -20,12 +20,14 @@ mod lower;
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use arrow_schema::Schema;
 use datafusion::logical_expr::Expr;
 use fathom_index::Exactness;
 use fathom_index::segment::Unusable;
 use fathom_table::Manifest;
+use roaring::RoaringBitmap;
 
 pub use flat::{FlatPartitions, MIN_ROWS_PER_PARTITION, ScanUnit, plan_flat};
 pub use index::choose_indexes;
@@ -104,7 +106,7 @@ pub struct IndexBranch {
     /// The segments searched: (index name, segment uuid).
     pub segments: Vec<(String, uuid::Uuid)>,
     /// Fragments every index of `expr` covers (current ones only).
-    pub covered: Vec<u64>,
+    pub covered: Arc<RoaringBitmap>,
     /// What removes addresses the segments may no longer describe.
     pub exclusions: Vec<ExclusionSource>,
     /// How exact the index result is; the recheck follows from it.
@@ -137,7 +139,7 @@ pub enum ExclusionSource {
     DeletedRows,
     /// Fragments outside this set: gone from the version, or not covered
     /// by every index used (read on the flat path instead).
-    OutsideFragments(Vec<u64>),
+    OutsideFragments(Arc<RoaringBitmap>),
 }
 
 /// A segment the planner did not use.
@@ -190,28 +192,28 @@ pub fn plan_scan(snap: Snapshot<'_>, req: &ScanRequest) -> datafusion::error::Re
         tracing::info!(target: "fathom::plan", "{s}");
     }
     let index = index::plan_index_branch(snap, &chosen, req, &output)?;
-    let covered: BTreeSet<u64> = index
+    let covered = index
         .as_ref()
-        .map(|b| b.covered.iter().copied().collect())
+        .map(|b| b.covered.clone())
         .unwrap_or_default();
-    let flat_fragments: Vec<fathom_table::Fragment> = snap
+    // Covered fragments are current ones: when they are as many, none is left.
+    let all_covered = covered.len() == snap.manifest.fragments.len() as u64;
+    let flat_fragments = snap
         .manifest
         .fragments
         .iter()
-        .filter(|f| !covered.contains(&f.id))
-        .cloned()
-        .collect();
+        .filter(|f| !all_covered && u32::try_from(f.id).is_ok_and(|id| !covered.contains(id)));
     let mut branches = Vec::new();
     if let Some(b) = index {
         branches.push(Branch::Index(b));
     }
-    if branches.is_empty() || !flat_fragments.is_empty() {
+    if branches.is_empty() || flat_fragments.clone().next().is_some() {
         let physical = snap.schema.fields().len();
         let only_physical = filter_cols.iter().all(|c| *c < physical);
         let late = !req.filters.is_empty() && !output.is_subset(&filter_cols);
         branches.push(Branch::Flat(FlatBranch {
             partitions: plan_flat(
-                &flat_fragments,
+                flat_fragments,
                 req.target_partitions,
                 req.min_rows_per_partition,
             ),

@@ -128,6 +128,10 @@ fn flat_fragments(p: &ScanPlan) -> Option<BTreeSet<u64>> {
     })
 }
 
+fn ids(b: &RoaringBitmap) -> Vec<u64> {
+    b.iter().map(u64::from).collect()
+}
+
 fn set(v: &[u64]) -> BTreeSet<u64> {
     v.iter().copied().collect()
 }
@@ -172,12 +176,12 @@ fn fully_covered_exact_index_has_no_flat_branch_and_takes_the_limit() {
     assert_eq!(b.exactness, Exactness::Exact);
     assert!(b.recheck.is_none());
     assert_eq!(b.limit, Some(1));
-    assert_eq!(b.covered, vec![0, 1, 2, 3]);
+    assert_eq!(ids(&b.covered), vec![0, 1, 2, 3]);
     assert_eq!(b.segments.len(), 1);
     assert_eq!(
         b.exclusions,
         vec![
-            ExclusionSource::OutsideFragments(vec![0, 1, 2, 3]),
+            ExclusionSource::OutsideFragments(Arc::new([0u32, 1, 2, 3].into_iter().collect())),
             ExclusionSource::DeletedRows
         ]
     );
@@ -196,7 +200,7 @@ fn partially_covered_index_scans_the_rest_flat() {
         &request(&[0], vec![col("id").gt(lit(5i64))], None),
     );
     assert_eq!(p.branches.len(), 2);
-    assert_eq!(index_branch(&p).covered, vec![0, 1]);
+    assert_eq!(ids(&index_branch(&p).covered), vec![0, 1]);
     assert_eq!(flat_fragments(&p), Some(set(&[2, 3])));
     assert_eq!(p.merge, Merge::Union);
 }
@@ -211,7 +215,7 @@ fn two_indexes_cover_their_intersection() {
     let filters = vec![col("id").lt(lit(50i64)), col("cat").eq(lit("c1"))];
     let p = plan(&m, &s, &t, &request(&[0, 1], filters, None));
     let b = index_branch(&p);
-    assert_eq!(b.covered, vec![1, 2]);
+    assert_eq!(ids(&b.covered), vec![1, 2]);
     assert_eq!(b.segments.len(), 2);
     assert!(b.recheck.is_none(), "both filters answered exactly");
     assert_eq!(flat_fragments(&p), Some(set(&[0, 3])));
@@ -227,7 +231,7 @@ fn two_indexes_cover_their_intersection() {
         ),
     );
     let b = index_branch(&p);
-    assert_eq!(b.covered, vec![0, 1, 2]);
+    assert_eq!(ids(&b.covered), vec![0, 1, 2]);
     let r = b.recheck.as_ref().expect("residual recheck");
     assert_eq!(r.filters, vec![col("x").gt(lit(1.0))]);
     assert_eq!(r.columns, [2usize].into_iter().collect());
@@ -263,7 +267,7 @@ fn unusable_segments_are_skipped_with_their_reason() {
         ]
     );
     // The usable segment answers its fragment; the skipped ones' are scanned.
-    assert_eq!(index_branch(&p).covered, vec![2]);
+    assert_eq!(ids(&index_branch(&p).covered), vec![2]);
     assert_eq!(flat_fragments(&p), Some(set(&[0, 1, 3])));
     assert!(p.skipped[0].to_string().contains("vec_idx"));
 }

@@ -1,6 +1,7 @@
 //! The flat path against an oracle: random predicates over a
-//! multi-fragment table with deletions, scanned in parallel, must return
-//! exactly what DataFusion returns over the same rows in a MemTable.
+//! multi-fragment table with deletions (fragments of 97 rows, and of 3
+//! rows and 1 row: hundreds of tiny fragments), scanned in parallel, must
+//! return exactly what DataFusion returns over the same rows in a MemTable.
 
 use std::sync::Arc;
 
@@ -42,7 +43,12 @@ fn predicate() -> impl Strategy<Value = String> {
 async fn setup(seed: u64) -> SessionContext {
     let uri = format!("memory://flat-{seed}-{}", rand::random::<u64>());
     let params = WriteParams {
-        max_rows_per_file: 97,
+        // Seeds 2 and 3: many tiny fragments (3 rows, 1 row).
+        max_rows_per_file: match seed {
+            2 => 3,
+            3 => 1,
+            _ => 97,
+        },
         ..Default::default()
     };
     let ds = Dataset::write(&uri, &[data(1000, seed)], WriteMode::Create, params)

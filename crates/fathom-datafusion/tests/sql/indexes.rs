@@ -96,7 +96,12 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
     let params = WriteParams {
-        max_rows_per_file: 300,
+        // One seed in four: many tiny fragments (1 to 5 rows each).
+        max_rows_per_file: if seed % 4 == 0 {
+            1 + (seed / 4 % 5) as usize
+        } else {
+            300
+        },
         // Stable row ids: bitmaps then store row ids, B-trees addresses.
         enable_stable_row_ids: seed % 2 == 1,
         ..Default::default()

@@ -83,7 +83,11 @@ async fn scores_and_distances_survive_exclusion_and_take() {
             ds.clone(),
             vec![
                 ExclusionSource::DeletedRows,
-                ExclusionSource::OutsideFragments(vec![frag_ids[0], frag_ids[1]]),
+                ExclusionSource::OutsideFragments(Arc::new(
+                    [frag_ids[0] as u32, frag_ids[1] as u32]
+                        .into_iter()
+                        .collect(),
+                )),
             ],
         ));
         assert_eq!(excl.schema().fields().len(), 2);

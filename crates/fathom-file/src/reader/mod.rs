@@ -187,7 +187,9 @@ impl FileReader {
         }
         let tail_start = size.saturating_sub(TAIL_READ);
         let mut region_start = tail_start;
-        let mut region = io.read(tail_start..size).await?;
+        // Copied: the reader outlives this read (readers are cached), and
+        // must not pin a store's buffer such as a file mapping.
+        let mut region = Bytes::copy_from_slice(&io.read(tail_start..size).await?);
         let footer = Footer::parse(&p, &region[region.len() - FOOTER_LEN..], size)?;
         let meta_start = footer.column_meta_start.min(footer.gbo_table_start);
         if meta_start < region_start {
