@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn balanced_and_complete() {
-        let frags = vec![frag(0, 100), frag(3, 10), frag(7, 290)];
+        let frags = [frag(0, 100), frag(3, 10), frag(7, 290)];
         let plan = plan_flat(frags.iter(), 4, 1);
         assert_eq!(plan.partitions.len(), 4);
         assert_eq!(plan.num_rows(), 400);
