@@ -97,7 +97,7 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
     let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
     let params = WriteParams {
         // One seed in four: many tiny fragments (1 to 5 rows each).
-        max_rows_per_file: if seed % 4 == 0 {
+        max_rows_per_file: if seed.is_multiple_of(4) {
             1 + (seed / 4 % 5) as usize
         } else {
             300
