@@ -154,6 +154,18 @@ async fn main() {
             let state = ctx.state();
             let filters =
                 vec![datafusion::prelude::col("id").eq(datafusion::prelude::lit(123456i64))];
+            let opens: usize = std::env::var("FATHOM_BENCH_OPENS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(3);
+            let t = Instant::now();
+            for _ in 0..opens {
+                std::hint::black_box(Dataset::open(&uri).await.unwrap());
+            }
+            println!(
+                "  open: {:.3} ms",
+                t.elapsed().as_secs_f64() * 1e3 / opens as f64
+            );
             let loops = std::env::var("FATHOM_BENCH_SCANS")
                 .ok()
                 .and_then(|v| v.parse().ok())

@@ -379,14 +379,12 @@ impl Dataset {
                 .or_default()
                 .insert(a.offset());
         }
-        let frags: HashMap<u64, &Fragment> =
-            self.manifest.fragments.iter().map(|f| (f.id, f)).collect();
         let mut out = PreparedDelete::default();
         let mut ids: Vec<u64> = by_frag.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
             let offsets = &by_frag[&id];
-            let frag = frags.get(&id).ok_or_else(|| {
+            let frag = self.fragment(id).ok_or_else(|| {
                 Error::invalid(format!(
                     "row address in fragment {id}, which is not in version {}",
                     self.version()
@@ -419,7 +417,7 @@ impl Dataset {
             if all.len() >= frag.physical_rows {
                 out.deleted_ids.push(id);
             } else {
-                let mut f = (*frag).clone();
+                let mut f = frag.clone();
                 f.deletion_file = Some(
                     write_deletions(self.store.as_ref(), &self.root, id, self.version(), &all)
                         .await?,

@@ -389,6 +389,10 @@ impl ExecutionPlan for FragmentScanExec {
             })
             .try_flatten_unordered_compat()
             .filter(|b| futures::future::ready(!matches!(b, Ok(b) if b.num_rows() == 0)));
+        // Tiny fragments give tiny batches: gathered into batches of about
+        // `batch_size` rows (no more than the limit, so a limit stops early).
+        let target = limit.map_or(self.batch_size, |l| l.min(self.batch_size));
+        let stream = coalesce_small(stream.boxed(), self.schema.clone(), target);
         let stream = apply_limit(stream, limit).map(move |b| {
             if let Ok(b) = &b {
                 baseline.record_output(b.num_rows());
@@ -406,6 +410,55 @@ fn boolean(a: arrow_array::ArrayRef) -> Result<arrow_array::BooleanArray> {
     arrow_array::cast::AsArray::as_boolean_opt(&a)
         .cloned()
         .ok_or_else(|| datafusion::error::DataFusionError::Plan("filter is not boolean".into()))
+}
+
+/// Gathers batches smaller than half of `target` rows into batches of
+/// `target` rows (larger ones pass through uncopied), in order.
+fn coalesce_small(
+    s: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    schema: arrow_schema::SchemaRef,
+    target: usize,
+) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+    // Batches without columns (counts) carry only a row count: left alone.
+    if schema.fields().is_empty() || target < 2 {
+        return s;
+    }
+    let c = arrow_select::coalesce::BatchCoalescer::new(schema, target)
+        .with_biggest_coalesce_batch_size(Some(target / 2));
+    /// Reading input; input ended (draining); stopped after an error.
+    #[derive(PartialEq)]
+    enum State {
+        Reading,
+        Draining,
+        Stopped,
+    }
+    futures::stream::unfold((s, c, State::Reading), |(mut s, mut c, state)| async move {
+        loop {
+            if let Some(b) = c.next_completed_batch() {
+                return Some((Ok(b), (s, c, state)));
+            }
+            if state != State::Reading {
+                return None;
+            }
+            match s.next().await {
+                Some(Ok(b)) => {
+                    if let Err(e) = c.push_batch(b) {
+                        return Some((Err(e.into()), (s, c, State::Stopped)));
+                    }
+                }
+                Some(Err(e)) => return Some((Err(e), (s, c, State::Stopped))),
+                None => {
+                    if let Err(e) = c.finish_buffered_batch() {
+                        return Some((Err(e.into()), (s, c, State::Stopped)));
+                    }
+                    return c
+                        .next_completed_batch()
+                        .map(|b| (Ok(b), (s, c, State::Draining)));
+                }
+            }
+        }
+    })
+    .boxed()
 }
 
 /// Truncates a stream of batches after `limit` rows.
