@@ -248,17 +248,7 @@ async fn main() {
         }
         if std::env::var("FATHOM_BENCH_EXPLAIN").is_ok() {
             for (_, sql, _, _) in &queries {
-                let b = ctx
-                    .sql(&format!("EXPLAIN ANALYZE {sql}"))
-                    .await
-                    .unwrap()
-                    .collect()
-                    .await
-                    .unwrap();
-                println!(
-                    "{}",
-                    datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap()
-                );
+                common::print_explain_analyze(&ctx, sql).await;
             }
         }
     }

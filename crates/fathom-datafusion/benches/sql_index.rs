@@ -363,17 +363,7 @@ async fn main() {
             );
         }
         if std::env::var("FATHOM_BENCH_EXPLAIN").is_ok() {
-            let b = ctx
-                .sql(&format!("EXPLAIN ANALYZE {tq}"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            println!(
-                "{}",
-                datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap()
-            );
+            common::print_explain_analyze(&ctx, &tq).await;
         }
         if std::env::var("FATHOM_BENCH_PHASES").is_ok() {
             let (sql, phys, exec) = common::phases(&ctx, &tq, 15).await;

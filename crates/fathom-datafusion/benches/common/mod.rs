@@ -312,3 +312,18 @@ pub fn pylance(
         None
     }
 }
+
+/// Prints `EXPLAIN ANALYZE` of `sql` (the `FATHOM_BENCH_EXPLAIN` aid).
+pub async fn print_explain_analyze(ctx: &SessionContext, sql: &str) {
+    let b = ctx
+        .sql(&format!("EXPLAIN ANALYZE {sql}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    println!(
+        "{}",
+        datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap()
+    );
+}
