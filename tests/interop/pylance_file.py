@@ -1,6 +1,8 @@
 """Interop oracle for the Lance 2.0 file format, driven by the Rust tests.
 
-  python3 pylance_file.py write DIR   pylance writes 2.0 files + Arrow IPC copies
+  python3 pylance_file.py write DIR [VERSION]
+                                      pylance writes files of VERSION (default
+                                      2.0; also 2.1, 2.2) + Arrow IPC copies
   python3 pylance_file.py check DIR   pylance reads every DIR/*.lance and compares
                                       it (whole, by range and by take) with DIR/*.arrow
 """
@@ -70,11 +72,11 @@ def tables():
     yield "empty_strings", pa.table({"s": pa.array([""] * 50 + [None] * 50)}), None
 
 
-def write(d):
+def write(d, version="2.0"):
     os.makedirs(d, exist_ok=True)
     for name, t, page in tables():
         kwargs = {"max_page_bytes": page} if page else {}
-        with LanceFileWriter(os.path.join(d, name + ".lance"), t.schema, version="2.0", **kwargs) as w:
+        with LanceFileWriter(os.path.join(d, name + ".lance"), t.schema, version=version, **kwargs) as w:
             for b in t.to_batches(max_chunksize=1000):
                 w.write_batch(b)
         with pa.OSFile(os.path.join(d, name + ".arrow"), "wb") as f:
@@ -109,4 +111,4 @@ def check(d):
 
 
 if __name__ == "__main__":
-    {"write": write, "check": check}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check}[sys.argv[1]](*sys.argv[2:])

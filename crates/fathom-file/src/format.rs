@@ -24,6 +24,8 @@ pub const PAD_BYTE: u8 = 0x48;
 pub const V2_0_FOOTER: (u16, u16) = (0, 3);
 /// Type URL of a 2.0 page encoding.
 pub const ARRAY_ENCODING_URL: &str = "/lance.encodings.ArrayEncoding";
+/// Type URL of a 2.1+ page layout.
+pub const PAGE_LAYOUT_URL: &str = "/lance.encodings21.PageLayout";
 /// Type URL of a column-level encoding.
 pub const COLUMN_ENCODING_URL: &str = "/lance.encodings.ColumnEncoding";
 /// Bytes read from the end of a file on open when its size is unknown or large.
@@ -42,6 +44,11 @@ pub struct Footer {
 }
 
 impl Footer {
+    /// Does the file use the structural encodings of 2.1 and later?
+    pub fn is_structural(&self) -> bool {
+        self.major == 2 && self.minor >= 1
+    }
+
     /// Parses and checks the last 40 bytes of a file of `file_size` bytes.
     pub fn parse(path: &str, bytes: &[u8], file_size: u64) -> Result<Self> {
         if bytes.len() != FOOTER_LEN {
@@ -69,11 +76,11 @@ impl Footer {
             minor: u16_at(34),
         };
         match (f.major, f.minor) {
-            (0, 3) | (2, 0) => {}
+            (0, 3) | (2, 0) | (2, 1) | (2, 2) => {}
             (2, m) => {
                 return Err(Error::unsupported(
                     path,
-                    format!("file format version 2.{m} (only 2.0 is implemented)"),
+                    format!("file format version 2.{m} (2.0, 2.1 and 2.2 are implemented)"),
                 ));
             }
             (maj, min) => {

@@ -15,3 +15,8 @@ pub mod file {
 pub mod encodings {
     include!(concat!(env!("OUT_DIR"), "/lance.encodings.rs"));
 }
+
+/// `lance.encodings21`: the structural page layouts of 2.1 and 2.2.
+pub mod encodings21 {
+    include!(concat!(env!("OUT_DIR"), "/lance.encodings21.rs"));
+}

@@ -122,6 +122,7 @@ pub(crate) fn enc_name(e: &Enc) -> &'static str {
         Enc::List { .. } => "List",
         Enc::Struct => "SimpleStruct",
         Enc::Constant(_) => "Constant",
+        Enc::Structural(_) => "a 2.1+ page layout",
     }
 }
 

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::error::{Error, Result};
-use crate::format::{ARRAY_ENCODING_URL, type_url_is};
+use crate::format::{ARRAY_ENCODING_URL, PAGE_LAYOUT_URL, type_url_is};
 use crate::pb::encodings as pbe;
 
 /// A page encoding with buffers resolved to absolute file ranges.
@@ -65,6 +65,19 @@ pub enum Enc {
     },
     Struct,
     Constant(Bytes),
+    /// A page of a 2.1+ file: a structural layout over a compression tree.
+    Structural(StructPage),
+}
+
+/// A parsed 2.1+ page, shared (its chunk index and dictionary are loaded
+/// once and kept with it). Pages compare by identity.
+#[derive(Debug, Clone)]
+pub struct StructPage(pub(crate) std::sync::Arc<crate::reader::v21::Layout>);
+
+impl PartialEq for StructPage {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Where a page's buffers are.
@@ -79,6 +92,12 @@ impl Enc {
         let any = prost_types::Any::decode(any).map_err(|e| {
             Error::corrupt(path, format!("page encoding is not a protobuf Any: {e}"))
         })?;
+        if type_url_is(&any.type_url, PAGE_LAYOUT_URL) {
+            let pl = crate::pb::encodings21::PageLayout::decode(any.value.as_slice())
+                .map_err(|e| Error::corrupt(path, format!("bad PageLayout protobuf: {e}")))?;
+            let layout = crate::reader::v21::Layout::from_pb(&pl, bufs.page, path)?;
+            return Ok(Enc::Structural(StructPage(std::sync::Arc::new(layout))));
+        }
         if !type_url_is(&any.type_url, ARRAY_ENCODING_URL) {
             return Err(Error::unsupported(
                 path,

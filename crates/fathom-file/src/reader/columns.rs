@@ -29,7 +29,7 @@ fn bytes_buffer(enc: &Enc, ctx: &Ctx) -> Result<Range<u64>> {
 }
 
 impl Inner {
-    fn ctx<'a>(&'a self, column: usize) -> Ctx<'a> {
+    pub(super) fn ctx<'a>(&'a self, column: usize) -> Ctx<'a> {
         Ctx {
             path: self.io.path.as_ref(),
             column: &self.columns[column].name,
@@ -38,6 +38,21 @@ impl Inner {
 
     /// Checks that page lengths add up along the schema tree.
     pub(super) fn check_lengths(&self, node: &Node, rows: u64) -> Result<()> {
+        if self.structural {
+            // Every leaf column holds one entry per row, nested or not.
+            if node.column != NO_COLUMN {
+                let have = *self.columns[node.column].starts.last().unwrap();
+                if have != rows {
+                    return Err(self
+                        .ctx(node.column)
+                        .corrupt(format!("pages hold {have} rows but {rows} are expected")));
+                }
+            }
+            for c in &node.children {
+                self.check_lengths(c, rows)?;
+            }
+            return Ok(());
+        }
         let col = &self.columns[node.column];
         let have = *col.starts.last().unwrap();
         if have != rows {
@@ -68,7 +83,7 @@ impl Inner {
     }
 
     /// Splits a column-level selection into page-local selections.
-    fn split(&self, column: usize, sel: &[Range<u64>]) -> Vec<(usize, Vec<Range<u64>>)> {
+    pub(super) fn split(&self, column: usize, sel: &[Range<u64>]) -> Vec<(usize, Vec<Range<u64>>)> {
         let starts = &self.columns[column].starts;
         let mut out: Vec<(usize, Vec<Range<u64>>)> = Vec::new();
         let mut p = 0;
@@ -99,6 +114,9 @@ impl Inner {
             let dt = node.field.data_type();
             if sel.is_empty() {
                 return Ok(new_empty_array(dt));
+            }
+            if self.structural {
+                return Ok(self.read_node21(node, sel).await?.0);
             }
             match dt {
                 DataType::Struct(fields) => {

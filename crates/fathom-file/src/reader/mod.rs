@@ -40,6 +40,12 @@ use crate::pb::file::v2 as pb2;
 use crate::schema::{LanceField, LanceSchema};
 
 mod columns;
+mod structural;
+pub(crate) mod v21;
+
+/// Column number of a node that has no column of its own (a struct or a
+/// list in a 2.1+ file, where only leaves have columns).
+const NO_COLUMN: usize = usize::MAX;
 
 /// Reader settings.
 #[derive(Debug, Clone)]
@@ -89,6 +95,8 @@ struct Inner {
     global_buffers: Vec<Range<u64>>,
     opts: FileReaderOptions,
     zone_stats: tokio::sync::OnceCell<Option<crate::stats::ZoneStats>>,
+    /// 2.1+ file: structural pages, columns for leaves only.
+    structural: bool,
 }
 
 /// An open Lance 2.0 file. Cheap to clone.
@@ -97,16 +105,26 @@ pub struct FileReader {
     inner: Arc<Inner>,
 }
 
-fn build_nodes(fields: &[LanceField], next: &mut usize) -> Result<Vec<Node>> {
+fn build_nodes(fields: &[LanceField], next: &mut usize, structural: bool) -> Result<Vec<Node>> {
     fields
         .iter()
         .map(|f| {
-            let column = *next;
-            *next += 1;
-            let children = build_nodes(&f.children, next)?;
+            let field = f.to_arrow()?;
+            let has_column = !structural
+                || !matches!(
+                    field.data_type(),
+                    DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_)
+                );
+            let column = if has_column {
+                *next += 1;
+                *next - 1
+            } else {
+                NO_COLUMN
+            };
+            let children = build_nodes(&f.children, next, structural)?;
             Ok(Node {
                 column,
-                field: Arc::new(f.to_arrow()?),
+                field: Arc::new(field),
                 children,
             })
         })
@@ -247,18 +265,19 @@ impl FileReader {
         let arrow_schema = Arc::new(schema.to_arrow().map_err(|e| relabel(e, &p))?);
         let num_rows = descriptor.length;
 
-        if schema.num_columns() != footer.num_columns as usize {
+        let structural = footer.is_structural();
+        let mut next = 0;
+        let nodes =
+            build_nodes(&schema.fields, &mut next, structural).map_err(|e| relabel(e, &p))?;
+        if next != footer.num_columns as usize {
             return Err(Error::corrupt(
                 &p,
                 format!(
-                    "schema has {} fields but the footer lists {} columns",
-                    schema.num_columns(),
+                    "schema has {next} columns but the footer lists {}",
                     footer.num_columns
                 ),
             ));
         }
-        let mut next = 0;
-        let nodes = build_nodes(&schema.fields, &mut next).map_err(|e| relabel(e, &p))?;
         let mut names = vec![String::new(); next];
         fn name_nodes(nodes: &[Node], prefix: &str, names: &mut Vec<String>) {
             for n in nodes {
@@ -268,7 +287,9 @@ impl FileReader {
                     format!("{prefix}.{}", n.field.name())
                 };
                 name_nodes(&n.children, &name, names);
-                names[n.column] = name;
+                if n.column != NO_COLUMN {
+                    names[n.column] = name;
+                }
             }
         }
         name_nodes(&nodes, "", &mut names);
@@ -368,6 +389,7 @@ impl FileReader {
             global_buffers,
             opts,
             zone_stats: tokio::sync::OnceCell::new(),
+            structural,
         };
         for n in &inner.nodes {
             inner.check_lengths(n, num_rows)?;
@@ -446,7 +468,7 @@ impl FileReader {
     /// Page data bytes of each top-level column.
     pub fn column_data_bytes(&self, field: usize) -> u64 {
         fn sum(inner: &Inner, n: &Node) -> u64 {
-            inner.columns[n.column].data_bytes
+            inner.columns.get(n.column).map_or(0, |c| c.data_bytes)
                 + n.children.iter().map(|c| sum(inner, c)).sum::<u64>()
         }
         self.inner

@@ -1,0 +1,1082 @@
+//! Structural pages of file formats 2.1 and 2.2: layouts and decompression.
+//!
+//! A 2.1+ page is a *layout* (how values and their repetition/definition
+//! levels are arranged in the page's buffers) over a *compression tree*
+//! (how a run of values is turned into bytes). Parsing resolves both into
+//! the types here; the read path in `structural.rs` plans byte ranges from
+//! them and calls the decoders below.
+//!
+//! | layout | page buffers | random access |
+//! |---|---|---|
+//! | MiniBlock | chunk metadata words, chunks, [dictionary], [repetition index] | whole chunks (≤ 32 Ki values) |
+//! | FullZip | zipped `[control word][length][bytes]` per value, [row offsets] | the rows' bytes |
+//! | Constant | [scalar], [rep levels], [def levels] | no data reads |
+//!
+//! Definition levels number the nullable layers from the inside: 0 is a
+//! valid item, `k` means "null at the k-th nullable layer".
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::ArrayRef;
+use bytes::Bytes;
+use lance_bitpacking::BitPacking;
+
+use crate::encoding::decode::Ctx;
+use crate::error::{Error, Result};
+use crate::pb::encodings21 as pb;
+
+/// Lance pads the parts of a mini-block chunk to 8 bytes.
+const MINIBLOCK_ALIGN: usize = 8;
+/// Values per bit-packing block.
+const PACK_BLOCK: usize = 1024;
+
+/// One structural layer of a column, innermost first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layer {
+    AllValidItem,
+    NullableItem,
+    AllValidList,
+    NullableList,
+    EmptyableList,
+    NullAndEmptyList,
+}
+
+impl Layer {
+    fn from_pb(v: i32, path: &str) -> Result<Layer> {
+        use pb::RepDefLayer as L;
+        Ok(match L::try_from(v) {
+            Ok(L::RepdefAllValidItem) => Layer::AllValidItem,
+            Ok(L::RepdefNullableItem) => Layer::NullableItem,
+            Ok(L::RepdefAllValidList) => Layer::AllValidList,
+            Ok(L::RepdefNullableList) => Layer::NullableList,
+            Ok(L::RepdefEmptyableList) => Layer::EmptyableList,
+            Ok(L::RepdefNullAndEmptyList) => Layer::NullAndEmptyList,
+            _ => {
+                return Err(Error::corrupt(
+                    path,
+                    format!("unknown repetition/definition layer {v}"),
+                ));
+            }
+        })
+    }
+    pub(crate) fn is_list(self) -> bool {
+        !matches!(self, Layer::AllValidItem | Layer::NullableItem)
+    }
+    /// Definition levels this layer adds (null, and for lists empty).
+    pub(crate) fn def_levels(self) -> u16 {
+        match self {
+            Layer::AllValidItem | Layer::AllValidList => 0,
+            Layer::NullableItem | Layer::NullableList | Layer::EmptyableList => 1,
+            Layer::NullAndEmptyList => 2,
+        }
+    }
+}
+
+/// General-purpose compression of one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Lz4,
+    Zstd,
+}
+
+/// A compression tree.
+#[derive(Debug, Clone)]
+pub(crate) enum Comp {
+    Flat {
+        bits: u64,
+        general: Option<Scheme>,
+    },
+    /// Offsets then bytes; in a mini-block chunk the offsets (Flat 32/64)
+    /// lead the chunk's one buffer.
+    Variable {
+        offsets: Box<Comp>,
+        general: Option<Scheme>,
+    },
+    Constant(Option<Bytes>),
+    OutOfLine {
+        word_bits: u64,
+        packed_bits: u64,
+    },
+    Inline {
+        word_bits: u64,
+    },
+    Fsst {
+        table: Arc<SymbolTable>,
+        values: Box<Comp>,
+    },
+    General {
+        scheme: Scheme,
+        inner: Box<Comp>,
+    },
+    Fsl {
+        dim: u64,
+        has_validity: bool,
+        values: Box<Comp>,
+    },
+    ByteStreamSplit {
+        bits: u64,
+    },
+}
+
+fn scheme(b: &pb::BufferCompression, path: &str) -> Result<Scheme> {
+    match pb::CompressionScheme::try_from(b.scheme) {
+        Ok(pb::CompressionScheme::CompressionAlgorithmLz4) => Ok(Scheme::Lz4),
+        Ok(pb::CompressionScheme::CompressionAlgorithmZstd) => Ok(Scheme::Zstd),
+        _ => Err(Error::unsupported(
+            path,
+            format!("buffer compression scheme {}", b.scheme),
+        )),
+    }
+}
+
+impl Comp {
+    pub(crate) fn from_pb(e: &pb::CompressiveEncoding, path: &str, depth: u32) -> Result<Comp> {
+        use pb::compressive_encoding::Compression as C;
+        if depth > 16 {
+            return Err(Error::corrupt(
+                path,
+                "compression tree nested deeper than 16",
+            ));
+        }
+        let child = |c: &Option<Box<pb::CompressiveEncoding>>, what: &str| -> Result<Box<Comp>> {
+            match c {
+                Some(c) => Ok(Box::new(Comp::from_pb(c, path, depth + 1)?)),
+                None => Err(Error::corrupt(
+                    path,
+                    format!("compression lacks its {what}"),
+                )),
+            }
+        };
+        let Some(c) = &e.compression else {
+            return Err(Error::unsupported(
+                path,
+                "a compression this reader does not know (newer than pylance 14?)",
+            ));
+        };
+        Ok(match c {
+            C::Flat(f) => {
+                if f.bits_per_value == 0 || f.bits_per_value > 1 << 20 {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("flat values of {} bits", f.bits_per_value),
+                    ));
+                }
+                Comp::Flat {
+                    bits: f.bits_per_value,
+                    general: f.data.as_ref().map(|b| scheme(b, path)).transpose()?,
+                }
+            }
+            C::Variable(v) => Comp::Variable {
+                offsets: child(&v.offsets, "offsets")?,
+                general: v.values.as_ref().map(|b| scheme(b, path)).transpose()?,
+            },
+            C::Constant(c) => Comp::Constant(c.value.clone().map(Bytes::from)),
+            C::OutOfLineBitpacking(o) => {
+                let packed_bits = match child(&o.values, "values")?.as_ref() {
+                    Comp::Flat {
+                        bits,
+                        general: None,
+                    } => *bits,
+                    _ => {
+                        return Err(Error::unsupported(
+                            path,
+                            "out-of-line bit-packing over anything but flat values",
+                        ));
+                    }
+                };
+                let word_bits = o.uncompressed_bits_per_value;
+                if !matches!(word_bits, 8 | 16 | 32 | 64) || packed_bits > word_bits {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("bit-packing of {word_bits}-bit words into {packed_bits} bits"),
+                    ));
+                }
+                Comp::OutOfLine {
+                    word_bits,
+                    packed_bits,
+                }
+            }
+            C::InlineBitpacking(i) => {
+                if i.values.is_some() {
+                    return Err(Error::unsupported(path, "compressed inline bit-packing"));
+                }
+                if !matches!(i.uncompressed_bits_per_value, 8 | 16 | 32 | 64) {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "inline bit-packing of {}-bit words",
+                            i.uncompressed_bits_per_value
+                        ),
+                    ));
+                }
+                Comp::Inline {
+                    word_bits: i.uncompressed_bits_per_value,
+                }
+            }
+            C::Fsst(f) => Comp::Fsst {
+                table: Arc::new(SymbolTable::parse(&f.symbol_table, path)?),
+                values: child(&f.values, "values")?,
+            },
+            C::General(g) => Comp::General {
+                scheme: scheme(
+                    g.compression.as_ref().ok_or_else(|| {
+                        Error::corrupt(path, "general compression lacks a scheme")
+                    })?,
+                    path,
+                )?,
+                inner: child(&g.values, "values")?,
+            },
+            C::FixedSizeList(f) => {
+                if f.items_per_value == 0 {
+                    return Err(Error::corrupt(path, "fixed-size list of dimension 0"));
+                }
+                Comp::Fsl {
+                    dim: f.items_per_value,
+                    has_validity: f.has_validity,
+                    values: child(&f.values, "values")?,
+                }
+            }
+            C::ByteStreamSplit(b) => match child(&b.values, "values")?.as_ref() {
+                Comp::Flat {
+                    bits: bits @ (32 | 64),
+                    general: None,
+                } => Comp::ByteStreamSplit { bits: *bits },
+                _ => return Err(Error::unsupported(path, "byte-stream split of this width")),
+            },
+            C::Dictionary(_) => {
+                return Err(Error::unsupported(path, "dictionary as a compression step"));
+            }
+            C::Rle(_) => return Err(Error::unsupported(path, "run-length encoded values")),
+        })
+    }
+
+    /// Buffers one mini-block chunk holds for this compression.
+    fn chunk_buffers(&self) -> usize {
+        match self {
+            Comp::Fsl {
+                has_validity,
+                values,
+                ..
+            } => values.chunk_buffers() + usize::from(*has_validity),
+            Comp::Fsst { values, .. } | Comp::General { inner: values, .. } => {
+                values.chunk_buffers()
+            }
+            _ => 1,
+        }
+    }
+}
+
+/// Decoded values of a run: fixed-width words, or offsets and bytes.
+#[derive(Debug, Clone)]
+pub(crate) enum Values {
+    /// `n` values of `bits` each (1 = a bitmap, LSB first).
+    Fixed { bits: u64, data: Bytes, n: usize },
+    /// `offsets` has `n + 1` entries into `data`, starting at 0.
+    Var { offsets: Vec<u64>, data: Bytes },
+    /// `dim` child values per value; `validity` is a bitmap of child values.
+    Fsl {
+        dim: u64,
+        validity: Option<Bytes>,
+        child: Box<Values>,
+    },
+}
+
+impl Values {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Values::Fixed { n, .. } => *n,
+            Values::Var { offsets, .. } => offsets.len().saturating_sub(1),
+            Values::Fsl { dim, child, .. } => child.len() / (*dim as usize).max(1),
+        }
+    }
+}
+
+/// Lance's FSST symbol table: a header word (symbol count in the low byte,
+/// bit 24 set when the data is compressed at all), the symbols as 8-byte
+/// little-endian words, then one length byte per symbol.
+#[derive(Debug)]
+pub(crate) struct SymbolTable {
+    enabled: bool,
+    symbols: Vec<[u8; 8]>,
+    lens: Vec<u8>,
+}
+
+impl SymbolTable {
+    fn parse(b: &[u8], path: &str) -> Result<SymbolTable> {
+        let bad = |m: &str| Error::corrupt(path, format!("FSST symbol table: {m}"));
+        if b.len() < 8 {
+            return Err(bad("shorter than its 8-byte header"));
+        }
+        let head = u64::from_le_bytes(b[..8].try_into().unwrap());
+        if head >> 32 != 0x4653_5354 {
+            return Err(bad("missing the FSST magic"));
+        }
+        let n = (head & 0xFF) as usize;
+        let enabled = head & (1 << 24) != 0;
+        if b.len() < 8 + 9 * n {
+            return Err(bad("shorter than its symbols"));
+        }
+        let symbols = (0..n)
+            .map(|i| b[8 + 8 * i..16 + 8 * i].try_into().unwrap())
+            .collect();
+        let lens: Vec<u8> = b[8 + 8 * n..8 + 9 * n].to_vec();
+        if lens.iter().any(|l| !(1..=8).contains(l)) {
+            return Err(bad("a symbol length outside 1..=8"));
+        }
+        Ok(SymbolTable {
+            enabled,
+            symbols,
+            lens,
+        })
+    }
+
+    /// Expands compressed strings (offsets into `data`) into plain ones.
+    fn decode(&self, offsets: &[u64], data: &[u8], ctx: &Ctx) -> Result<(Vec<u64>, Bytes)> {
+        if !self.enabled {
+            return Ok((offsets.to_vec(), Bytes::copy_from_slice(data)));
+        }
+        let mut out = Vec::with_capacity(data.len() * 3);
+        let mut outs = Vec::with_capacity(offsets.len());
+        outs.push(0);
+        for w in offsets.windows(2) {
+            let mut i = w[0] as usize;
+            let end = w[1] as usize;
+            while i < end {
+                let code = data[i] as usize;
+                if code == 255 {
+                    if i + 1 >= end {
+                        return Err(ctx.corrupt("FSST escape at the end of a string"));
+                    }
+                    out.push(data[i + 1]);
+                    i += 2;
+                } else {
+                    let Some(sym) = self.symbols.get(code) else {
+                        return Err(ctx.corrupt(format!("FSST code {code} has no symbol")));
+                    };
+                    out.extend_from_slice(&sym[..self.lens[code] as usize]);
+                    i += 1;
+                }
+            }
+            outs.push(out.len() as u64);
+        }
+        Ok((outs, Bytes::from(out)))
+    }
+}
+
+/// A parsed 2.1+ page.
+#[derive(Debug)]
+pub(crate) enum Layout {
+    Mini(MiniBlock),
+    Full(FullZip),
+    Constant(ConstantPage),
+}
+
+#[derive(Debug)]
+pub(crate) struct MiniBlock {
+    pub rep: Option<Comp>,
+    pub def: Option<Comp>,
+    pub values: Comp,
+    pub dictionary: Option<(Comp, u64)>,
+    pub layers: Vec<Layer>,
+    pub num_buffers: usize,
+    pub num_items: u64,
+    pub large: bool,
+    pub bufs: Vec<Range<u64>>,
+    /// Chunk positions, loaded on first use.
+    pub index: OnceLock<Arc<Vec<Chunk>>>,
+    /// The decoded dictionary, loaded on first use.
+    pub dict: OnceLock<ArrayRef>,
+}
+
+/// One mini-block chunk: its bytes in the file and the items it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Chunk {
+    pub bytes: Range<u64>,
+    pub items: Range<u64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct FullZip {
+    pub bits_rep: u32,
+    pub bits_def: u32,
+    /// `Some(bits)` for fixed-width values, else the width of lengths.
+    pub fixed_bits: Option<u32>,
+    pub length_bits: u32,
+    pub values: Comp,
+    pub layers: Vec<Layer>,
+    pub bufs: Vec<Range<u64>>,
+}
+
+impl FullZip {
+    /// Bytes of each control word.
+    pub(crate) fn cw_bytes(&self) -> usize {
+        match self.bits_rep + self.bits_def {
+            0 => 0,
+            1..=8 => 1,
+            9..=16 => 2,
+            _ => 4,
+        }
+    }
+    /// Definition level in a control word.
+    pub(crate) fn def_of(&self, cw: &[u8]) -> u16 {
+        let w = match cw.len() {
+            0 => 0u32,
+            1 => cw[0] as u32,
+            2 => u16::from_le_bytes([cw[0], cw[1]]) as u32,
+            _ => u32::from_le_bytes([cw[0], cw[1], cw[2], cw[3]]),
+        };
+        (w & ((1u32 << self.bits_def) - 1)) as u16
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ConstantPage {
+    pub layers: Vec<Layer>,
+    pub inline: Option<Bytes>,
+    pub scalar: Option<Range<u64>>,
+    pub rep: Option<Range<u64>>,
+    pub def: Option<Range<u64>>,
+    pub def_comp: Option<Comp>,
+    pub has_rep_comp: bool,
+}
+
+impl Layout {
+    pub(crate) fn from_pb(pl: &pb::PageLayout, bufs: &[Range<u64>], path: &str) -> Result<Layout> {
+        use pb::page_layout::Layout as L;
+        let layers = |v: &[i32]| -> Result<Vec<Layer>> {
+            v.iter().map(|l| Layer::from_pb(*l, path)).collect()
+        };
+        let comp = |c: &Option<pb::CompressiveEncoding>| -> Result<Option<Comp>> {
+            c.as_ref().map(|c| Comp::from_pb(c, path, 0)).transpose()
+        };
+        match &pl.layout {
+            Some(L::MiniBlockLayout(m)) => {
+                let values = comp(&m.value_compression)?
+                    .ok_or_else(|| Error::corrupt(path, "mini-block page without values"))?;
+                let dictionary = comp(&m.dictionary)?.map(|c| (c, m.num_dictionary_items));
+                let need = 2 + usize::from(dictionary.is_some());
+                if bufs.len() < need {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("mini-block page has {} buffers, needs {need}", bufs.len()),
+                    ));
+                }
+                let mb = MiniBlock {
+                    rep: comp(&m.rep_compression)?,
+                    def: comp(&m.def_compression)?,
+                    num_buffers: m.num_buffers as usize,
+                    values,
+                    dictionary,
+                    layers: layers(&m.layers)?,
+                    num_items: m.num_items,
+                    large: m.has_large_chunk,
+                    bufs: bufs.to_vec(),
+                    index: OnceLock::new(),
+                    dict: OnceLock::new(),
+                };
+                if mb.values.chunk_buffers() != mb.num_buffers {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "mini-block page says {} buffers per chunk; its compression has {}",
+                            mb.num_buffers,
+                            mb.values.chunk_buffers()
+                        ),
+                    ));
+                }
+                Ok(Layout::Mini(mb))
+            }
+            Some(L::FullZipLayout(f)) => {
+                use pb::full_zip_layout::Details as D;
+                let (fixed_bits, length_bits) = match f.details {
+                    Some(D::BitsPerValue(b)) if b % 8 == 0 && b > 0 => (Some(b), 0),
+                    Some(D::BitsPerOffset(b @ (32 | 64))) => (None, b),
+                    _ => {
+                        return Err(Error::corrupt(
+                            path,
+                            "full-zip page with an unusable value or length width",
+                        ));
+                    }
+                };
+                if bufs.is_empty() || (f.bits_rep + f.bits_def) > 32 {
+                    return Err(Error::corrupt(path, "malformed full-zip page"));
+                }
+                Ok(Layout::Full(FullZip {
+                    bits_rep: f.bits_rep,
+                    bits_def: f.bits_def,
+                    fixed_bits,
+                    length_bits,
+                    values: comp(&f.value_compression)?
+                        .ok_or_else(|| Error::corrupt(path, "full-zip page without values"))?,
+                    layers: layers(&f.layers)?,
+                    bufs: bufs.to_vec(),
+                }))
+            }
+            Some(L::ConstantLayout(c)) => {
+                // Buffers: [scalar] (when not inline), repetition, definition;
+                // an empty buffer stands for "none".
+                let mut it = bufs.iter().cloned();
+                let scalar = match (&c.inline_value, bufs.len()) {
+                    (None, 3) | (None, 1) => it.next(),
+                    _ => None,
+                };
+                let nonempty = |r: Option<Range<u64>>| r.filter(|r| r.end > r.start);
+                let rep = nonempty(it.next());
+                let def = nonempty(it.next());
+                Ok(Layout::Constant(ConstantPage {
+                    layers: layers(&c.layers)?,
+                    inline: c.inline_value.clone().map(Bytes::from),
+                    scalar,
+                    rep,
+                    def,
+                    def_comp: comp(&c.def_compression)?,
+                    has_rep_comp: c.rep_compression.is_some(),
+                }))
+            }
+            Some(L::BlobLayout(_)) => Err(Error::unsupported(path, "blob pages")),
+            None => Err(Error::unsupported(
+                path,
+                "a page layout this reader does not know",
+            )),
+        }
+    }
+
+    pub(crate) fn layers(&self) -> &[Layer] {
+        match self {
+            Layout::Mini(m) => &m.layers,
+            Layout::Full(f) => &f.layers,
+            Layout::Constant(c) => &c.layers,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decompression.
+
+fn general_decompress(scheme: Scheme, b: &[u8], ctx: &Ctx) -> Result<Bytes> {
+    match scheme {
+        Scheme::Lz4 => lz4_flex::block::decompress_size_prepended(b)
+            .map(Bytes::from)
+            .map_err(|e| ctx.corrupt(format!("LZ4 buffer: {e}"))),
+        Scheme::Zstd => {
+            if b.len() < 8 {
+                return Err(ctx.corrupt("zstd buffer shorter than its length prefix"));
+            }
+            let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+            let out = zstd::bulk::decompress(&b[8..], n)
+                .map_err(|e| ctx.corrupt(format!("zstd buffer: {e}")))?;
+            if out.len() != n {
+                return Err(ctx.corrupt("zstd buffer decompressed to the wrong size"));
+            }
+            Ok(Bytes::from(out))
+        }
+    }
+}
+
+/// Little-endian words of `bytes` as `T` (copied: file bytes need not be aligned).
+fn words<T: Word>(b: &[u8]) -> Vec<T> {
+    b.chunks_exact(T::BYTES).map(T::from_le).collect()
+}
+
+trait Word: Copy + Default + BitPacking {
+    const BYTES: usize;
+    fn from_le(b: &[u8]) -> Self;
+    fn put_le(self, out: &mut Vec<u8>);
+    fn as_u64(self) -> u64;
+}
+
+macro_rules! word {
+    ($t:ty, $n:expr) => {
+        impl Word for $t {
+            const BYTES: usize = $n;
+            fn from_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().unwrap())
+            }
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn as_u64(self) -> u64 {
+                self as u64
+            }
+        }
+    };
+}
+word!(u8, 1);
+word!(u16, 2);
+word!(u32, 4);
+word!(u64, 8);
+
+/// Unpacks one block of 1,024 values packed at `width` bits (FastLanes
+/// layout, through Lance's own `lance-bitpacking`).
+fn unpack_block<T: Word>(width: usize, packed: &[T], out: &mut Vec<u8>) {
+    let mut block = [T::default(); PACK_BLOCK];
+    if width > 0 {
+        // SAFETY: callers pass exactly 1024 * width / bits(T) input words
+        // (checked below) and a 1,024-word output.
+        assert_eq!(packed.len(), PACK_BLOCK * width / (T::BYTES * 8));
+        unsafe { T::unchecked_unpack(width, packed, &mut block) };
+    }
+    for v in block {
+        v.put_le(out);
+    }
+}
+
+fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
+    if n == 0 {
+        return Ok(Bytes::new());
+    }
+    if n > PACK_BLOCK || b.len() < T::BYTES || b.len() % T::BYTES != 0 {
+        return Err(ctx.corrupt(format!(
+            "inline bit-packed chunk of {} bytes for {n} values",
+            b.len()
+        )));
+    }
+    let w: Vec<T> = words(b);
+    let width = w[0].as_u64() as usize;
+    if width > T::BYTES * 8 || (w.len() - 1) * T::BYTES * 8 != PACK_BLOCK * width {
+        return Err(ctx.corrupt(format!(
+            "inline bit-packed chunk of {} bytes does not hold 1024 values of {width} bits",
+            b.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(PACK_BLOCK * T::BYTES);
+    unpack_block::<T>(width, &w[1..], &mut out);
+    out.truncate(n * T::BYTES);
+    Ok(Bytes::from(out))
+}
+
+fn out_of_line_unpack<T: Word>(b: &[u8], n: usize, width: usize, ctx: &Ctx) -> Result<Bytes> {
+    let w: Vec<T> = words(b);
+    let per_block = (PACK_BLOCK * width).div_ceil(T::BYTES * 8);
+    let full = n / PACK_BLOCK;
+    let tail = n % PACK_BLOCK;
+    let raw_tail = tail > 0 && w.len() == full * per_block + tail;
+    let expect = full * per_block
+        + if tail == 0 {
+            0
+        } else if raw_tail {
+            tail
+        } else {
+            per_block
+        };
+    if w.len() != expect || b.len() % T::BYTES != 0 {
+        return Err(ctx.corrupt(format!(
+            "bit-packed buffer of {} bytes does not hold {n} values of {width} bits",
+            b.len()
+        )));
+    }
+    let mut out = Vec::with_capacity((full + 1) * PACK_BLOCK * T::BYTES);
+    for k in 0..full {
+        unpack_block::<T>(width, &w[k * per_block..(k + 1) * per_block], &mut out);
+    }
+    if tail > 0 {
+        let rest = &w[full * per_block..];
+        if raw_tail {
+            for v in rest {
+                v.put_le(&mut out);
+            }
+        } else {
+            unpack_block::<T>(width, rest, &mut out);
+        }
+    }
+    out.truncate(n * T::BYTES);
+    Ok(Bytes::from(out))
+}
+
+fn by_word<F8, F16, F32, F64>(bits: u64, f8: F8, f16: F16, f32: F32, f64: F64) -> Result<Bytes>
+where
+    F8: FnOnce() -> Result<Bytes>,
+    F16: FnOnce() -> Result<Bytes>,
+    F32: FnOnce() -> Result<Bytes>,
+    F64: FnOnce() -> Result<Bytes>,
+{
+    match bits {
+        8 => f8(),
+        16 => f16(),
+        32 => f32(),
+        _ => f64(),
+    }
+}
+
+fn fixed_len_check(b: &Bytes, n: usize, bits: u64, ctx: &Ctx) -> Result<()> {
+    let need = (n as u64 * bits).div_ceil(8) as usize;
+    if b.len() < need {
+        return Err(ctx.corrupt(format!(
+            "{} bytes hold fewer than {n} values of {bits} bits",
+            b.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Offsets (`n + 1` of `bits` each) at the front of `b`, absolute within `b`.
+fn leading_offsets(b: &[u8], n: usize, bits: u64, ctx: &Ctx) -> Result<Vec<u64>> {
+    let w = (bits / 8) as usize;
+    if b.len() < (n + 1) * w {
+        return Err(ctx.corrupt("variable-width chunk shorter than its offsets"));
+    }
+    Ok(b[..(n + 1) * w]
+        .chunks_exact(w)
+        .map(|c| {
+            if w == 4 {
+                u32::from_le_bytes(c.try_into().unwrap()) as u64
+            } else {
+                u64::from_le_bytes(c.try_into().unwrap())
+            }
+        })
+        .collect())
+}
+
+fn rebase(offs: Vec<u64>, b: &Bytes, ctx: &Ctx) -> Result<Values> {
+    let first = *offs.first().unwrap_or(&0);
+    let last = *offs.last().unwrap_or(&0);
+    if offs.windows(2).any(|w| w[0] > w[1]) || last as usize > b.len() {
+        return Err(ctx.corrupt("variable-width offsets out of order or past their bytes"));
+    }
+    Ok(Values::Var {
+        offsets: offs.iter().map(|o| o - first).collect(),
+        data: b.slice(first as usize..last as usize),
+    })
+}
+
+impl Comp {
+    /// Decodes the buffers of one mini-block chunk holding `n` values.
+    pub(crate) fn decode_chunk(
+        &self,
+        bufs: &mut Vec<Bytes>,
+        n: usize,
+        ctx: &Ctx,
+    ) -> Result<Values> {
+        let mut take = || -> Result<Bytes> {
+            if bufs.is_empty() {
+                return Err(ctx.corrupt("mini-block chunk has fewer buffers than its compression"));
+            }
+            Ok(bufs.remove(0))
+        };
+        match self {
+            Comp::Flat {
+                bits,
+                general: None,
+            } => {
+                let b = take()?;
+                fixed_len_check(&b, n, *bits, ctx)?;
+                Ok(Values::Fixed {
+                    bits: *bits,
+                    data: b,
+                    n,
+                })
+            }
+            Comp::Inline { word_bits } => {
+                let b = take()?;
+                let data = by_word(
+                    *word_bits,
+                    || inline_unpack::<u8>(&b, n, ctx),
+                    || inline_unpack::<u16>(&b, n, ctx),
+                    || inline_unpack::<u32>(&b, n, ctx),
+                    || inline_unpack::<u64>(&b, n, ctx),
+                )?;
+                Ok(Values::Fixed {
+                    bits: *word_bits,
+                    data,
+                    n,
+                })
+            }
+            Comp::Variable {
+                offsets,
+                general: None,
+            } => {
+                let b = take()?;
+                match offsets.as_ref() {
+                    Comp::Flat {
+                        bits: bits @ (32 | 64),
+                        general: None,
+                    } => {
+                        let offs = leading_offsets(&b, n, *bits, ctx)?;
+                        rebase(offs, &b, ctx)
+                    }
+                    _ => Err(ctx.unsupported("mini-block strings with compressed offsets")),
+                }
+            }
+            Comp::Fsst { table, values } => {
+                let Values::Var { offsets, data } = values.decode_chunk(bufs, n, ctx)? else {
+                    return Err(ctx.corrupt("FSST over fixed-width values"));
+                };
+                let (offsets, data) = table.decode(&offsets, &data, ctx)?;
+                Ok(Values::Var { offsets, data })
+            }
+            Comp::General { scheme, inner } => {
+                if bufs.is_empty() {
+                    return Err(ctx.corrupt("mini-block chunk without buffers"));
+                }
+                bufs[0] = general_decompress(*scheme, &bufs[0], ctx)?;
+                inner.decode_chunk(bufs, n, ctx)
+            }
+            Comp::Fsl {
+                dim,
+                has_validity,
+                values,
+            } => {
+                let validity = if *has_validity { Some(take()?) } else { None };
+                let child = values.decode_chunk(bufs, n * *dim as usize, ctx)?;
+                if let Some(v) = &validity {
+                    fixed_len_check(v, n * *dim as usize, 1, ctx)?;
+                }
+                Ok(Values::Fsl {
+                    dim: *dim,
+                    validity,
+                    child: Box::new(child),
+                })
+            }
+            Comp::ByteStreamSplit { bits } => {
+                let b = take()?;
+                let w = (*bits / 8) as usize;
+                if b.len() < n * w {
+                    return Err(ctx.corrupt("byte-stream split chunk too short"));
+                }
+                let mut out = vec![0u8; n * w];
+                for (k, stream) in b[..n * w].chunks_exact(n.max(1)).enumerate() {
+                    for (i, byte) in stream.iter().enumerate() {
+                        out[i * w + k] = *byte;
+                    }
+                }
+                Ok(Values::Fixed {
+                    bits: *bits,
+                    data: Bytes::from(out),
+                    n,
+                })
+            }
+            Comp::Constant(Some(v)) => Ok(Values::Fixed {
+                bits: v.len() as u64 * 8,
+                data: Bytes::from(v.repeat(n)),
+                n,
+            }),
+            other => Err(ctx.unsupported(format!("{} in a mini-block chunk", other.name()))),
+        }
+    }
+
+    /// Decodes a whole buffer of `n` values (levels, dictionaries).
+    pub(crate) fn decode_block(&self, b: Bytes, n: usize, ctx: &Ctx) -> Result<Values> {
+        match self {
+            Comp::Flat { bits, general } => {
+                let b = match general {
+                    Some(s) => general_decompress(*s, &b, ctx)?,
+                    None => b,
+                };
+                fixed_len_check(&b, n, *bits, ctx)?;
+                Ok(Values::Fixed {
+                    bits: *bits,
+                    data: b,
+                    n,
+                })
+            }
+            Comp::Constant(v) => {
+                let v = v.clone().unwrap_or_else(|| Bytes::from_static(&[0, 0]));
+                Ok(Values::Fixed {
+                    bits: v.len() as u64 * 8,
+                    data: Bytes::from(v.repeat(n)),
+                    n,
+                })
+            }
+            Comp::Inline { .. } => {
+                let mut v = vec![b];
+                self.decode_chunk(&mut v, n, ctx)
+            }
+            Comp::OutOfLine {
+                word_bits,
+                packed_bits,
+            } => {
+                let w = *packed_bits as usize;
+                let data = by_word(
+                    *word_bits,
+                    || out_of_line_unpack::<u8>(&b, n, w, ctx),
+                    || out_of_line_unpack::<u16>(&b, n, w, ctx),
+                    || out_of_line_unpack::<u32>(&b, n, w, ctx),
+                    || out_of_line_unpack::<u64>(&b, n, w, ctx),
+                )?;
+                Ok(Values::Fixed {
+                    bits: *word_bits,
+                    data,
+                    n,
+                })
+            }
+            Comp::Variable { .. } => {
+                // u32 offset width, then where the bytes start (u32 for
+                // 32-bit offsets; u64 at byte 8 for 64-bit ones), offsets
+                // from 0, bytes.
+                if b.len() < 8 {
+                    return Err(ctx.corrupt("variable-width block shorter than its header"));
+                }
+                let bits = u32::from_le_bytes(b[..4].try_into().unwrap()) as u64;
+                let (start, head) = match bits {
+                    32 => (u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize, 8),
+                    64 if b.len() >= 16 => (
+                        u64::from_le_bytes(b[8..16].try_into().unwrap()) as usize,
+                        16,
+                    ),
+                    _ => {
+                        return Err(
+                            ctx.corrupt(format!("variable-width block with {bits}-bit offsets"))
+                        );
+                    }
+                };
+                if start < head || start > b.len() || start - head != (n + 1) * (bits as usize / 8)
+                {
+                    return Err(ctx.corrupt("variable-width block offsets do not fit"));
+                }
+                let offs = leading_offsets(&b[head..start], n, bits, ctx)?;
+                rebase(offs, &b.slice(start..), ctx)
+            }
+            Comp::General { scheme, inner } => {
+                let b = general_decompress(*scheme, &b, ctx)?;
+                inner.decode_block(b, n, ctx)
+            }
+            Comp::Fsl { .. } | Comp::Fsst { .. } | Comp::ByteStreamSplit { .. } => {
+                let mut v = vec![b];
+                self.decode_chunk(&mut v, n, ctx)
+            }
+        }
+    }
+
+    /// Decodes one value stored per-value (full-zip).
+    pub(crate) fn decode_value(&self, b: Bytes, ctx: &Ctx) -> Result<Bytes> {
+        match self {
+            Comp::Flat { general: None, .. }
+            | Comp::Fsl { .. }
+            | Comp::Variable { general: None, .. } => Ok(b),
+            Comp::Fsst { table, .. } => {
+                let (_, data) = table.decode(&[0, b.len() as u64], &b, ctx)?;
+                Ok(data)
+            }
+            Comp::General { scheme, .. } => general_decompress(*scheme, &b, ctx),
+            other => Err(ctx.unsupported(format!("{} per value", other.name()))),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Comp::Flat { .. } => "flat values",
+            Comp::Variable { .. } => "variable-width values",
+            Comp::Constant(_) => "constant",
+            Comp::OutOfLine { .. } => "out-of-line bit-packing",
+            Comp::Inline { .. } => "inline bit-packing",
+            Comp::Fsst { .. } => "FSST",
+            Comp::General { .. } => "general compression",
+            Comp::Fsl { .. } => "fixed-size list",
+            Comp::ByteStreamSplit { .. } => "byte-stream split",
+        }
+    }
+}
+
+/// Definition levels (u16 each) from decoded level values.
+pub(crate) fn levels(v: Values, n: usize, ctx: &Ctx) -> Result<Vec<u16>> {
+    match v {
+        Values::Fixed { bits: 16, data, .. } if data.len() >= 2 * n => Ok(data[..2 * n]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()),
+        _ => Err(ctx.corrupt("repetition/definition levels are not 16-bit values")),
+    }
+}
+
+/// Splits one mini-block chunk into levels and value buffers.
+pub(crate) struct ChunkParts {
+    pub rep: Option<Bytes>,
+    pub def: Option<Bytes>,
+    pub bufs: Vec<Bytes>,
+}
+
+pub(crate) fn split_chunk(mb: &MiniBlock, b: &Bytes, ctx: &Ctx) -> Result<ChunkParts> {
+    let short = || ctx.corrupt("mini-block chunk shorter than its header says");
+    let mut pos = 0usize;
+    let u16_at = |pos: &mut usize| -> Result<usize> {
+        let v = b.get(*pos..*pos + 2).ok_or_else(short)?;
+        *pos += 2;
+        Ok(u16::from_le_bytes([v[0], v[1]]) as usize)
+    };
+    let _num_levels = u16_at(&mut pos)?;
+    let rep_len = if mb.rep.is_some() {
+        Some(u16_at(&mut pos)?)
+    } else {
+        None
+    };
+    let def_len = if mb.def.is_some() {
+        Some(u16_at(&mut pos)?)
+    } else {
+        None
+    };
+    let mut sizes = Vec::with_capacity(mb.num_buffers);
+    for _ in 0..mb.num_buffers {
+        if mb.large {
+            let v = b.get(pos..pos + 4).ok_or_else(short)?;
+            sizes.push(u32::from_le_bytes(v.try_into().unwrap()) as usize);
+            pos += 4;
+        } else {
+            sizes.push(u16_at(&mut pos)?);
+        }
+    }
+    let pad = |p: usize| p.div_ceil(MINIBLOCK_ALIGN) * MINIBLOCK_ALIGN;
+    pos = pad(pos);
+    let piece = |len: usize, pos: &mut usize| -> Result<Bytes> {
+        let end = pos
+            .checked_add(len)
+            .filter(|e| *e <= b.len())
+            .ok_or_else(short)?;
+        let out = b.slice(*pos..end);
+        *pos = pad(end);
+        Ok(out)
+    };
+    let rep = rep_len.map(|l| piece(l, &mut pos)).transpose()?;
+    let def = def_len.map(|l| piece(l, &mut pos)).transpose()?;
+    let bufs = sizes
+        .into_iter()
+        .map(|l| piece(l, &mut pos))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ChunkParts { rep, def, bufs })
+}
+
+/// Chunk positions from the metadata words of a mini-block page.
+pub(crate) fn chunk_index(mb: &MiniBlock, meta: &[u8], ctx: &Ctx) -> Result<Vec<Chunk>> {
+    let words: Vec<u32> = if mb.large {
+        meta.chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    } else {
+        meta.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]) as u32)
+            .collect()
+    };
+    let data = &mb.bufs[1];
+    let mut out = Vec::with_capacity(words.len());
+    let (mut at, mut item) = (data.start, 0u64);
+    for (i, w) in words.iter().enumerate() {
+        let len = ((w >> 4) as u64 + 1) * MINIBLOCK_ALIGN as u64;
+        let log = w & 0xF;
+        let items = if i + 1 == words.len() {
+            mb.num_items
+                .checked_sub(item)
+                .ok_or_else(|| ctx.corrupt("mini-block chunks hold more items than the page"))?
+        } else {
+            if log == 0 {
+                return Err(ctx.corrupt(format!("mini-block chunk {i} claims 1 value with log 0")));
+            }
+            1u64 << log
+        };
+        if at + len > data.end {
+            return Err(ctx.corrupt("mini-block chunks run past their buffer"));
+        }
+        out.push(Chunk {
+            bytes: at..at + len,
+            items: item..item + items,
+        });
+        at += len;
+        item += items;
+    }
+    if item != mb.num_items {
+        return Err(ctx.corrupt(format!(
+            "mini-block chunks hold {item} items; the page says {}",
+            mb.num_items
+        )));
+    }
+    Ok(out)
+}
