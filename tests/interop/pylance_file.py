@@ -70,6 +70,18 @@ def tables():
     yield "all_types", full, None
     yield "all_types_small_pages", full, 2000
     yield "empty_strings", pa.table({"s": pa.array([""] * 50 + [None] * 50)}), None
+    # Values of 256 bytes and more (2.1+ stores them zipped, not in
+    # mini-blocks), and enough rows for many chunks and pages.
+    m = 20000
+    wide = {
+        "id": pa.array(np.arange(m, dtype=np.int64) * 3),
+        "vec": nulls(pa.FixedSizeListArray.from_arrays(pa.array(rng.random(m * 128).astype(np.float32)), 128)),
+        "doc": nulls(pa.array(["w%d " % k * int(k % 97 + 40) for k in rng.integers(0, 10**6, m)])),
+        "ldoc": nulls(pa.array([["z" * int(k)] * int(k % 3) for k in rng.integers(250, 400, m)], pa.list_(pa.string()))),
+        "cat": pa.array(["c%d" % k for k in rng.integers(0, 8, m)]),
+        "f": nulls(pa.array(rng.random(m))),
+    }
+    yield "wide", pa.table(wide), 1 << 20
 
 
 def write(d, version="2.0"):

@@ -116,7 +116,7 @@ impl Inner {
                 return Ok(new_empty_array(dt));
             }
             if self.structural {
-                return Ok(self.read_node21(node, sel).await?.0);
+                return self.read_node21(node, sel).await;
             }
             match dt {
                 DataType::Struct(fields) => {

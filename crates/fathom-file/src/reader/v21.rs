@@ -418,6 +418,20 @@ impl FullZip {
             _ => 4,
         }
     }
+    /// Repetition and definition levels in a control word.
+    pub(crate) fn levels_of(&self, cw: &[u8]) -> (u16, u16) {
+        let w = match cw.len() {
+            0 => 0u32,
+            1 => cw[0] as u32,
+            2 => u16::from_le_bytes([cw[0], cw[1]]) as u32,
+            _ => u32::from_le_bytes([cw[0], cw[1], cw[2], cw[3]]),
+        };
+        (
+            (w >> self.bits_def) as u16,
+            (w & ((1u32 << self.bits_def) - 1)) as u16,
+        )
+    }
+
     /// Definition level in a control word.
     pub(crate) fn def_of(&self, cw: &[u8]) -> u16 {
         let w = match cw.len() {
@@ -438,7 +452,18 @@ pub(crate) struct ConstantPage {
     pub rep: Option<Range<u64>>,
     pub def: Option<Range<u64>>,
     pub def_comp: Option<Comp>,
-    pub has_rep_comp: bool,
+    pub rep_comp: Option<Comp>,
+}
+
+/// The highest definition level of a value that exists below the first
+/// list (a null item or struct still takes a value slot; a null or empty
+/// list does not).
+pub(crate) fn max_visible_def(layers: &[Layer]) -> u16 {
+    layers
+        .iter()
+        .take_while(|l| !l.is_list())
+        .map(|l| l.def_levels())
+        .sum()
 }
 
 impl Layout {
@@ -531,7 +556,7 @@ impl Layout {
                     rep,
                     def,
                     def_comp: comp(&c.def_compression)?,
-                    has_rep_comp: c.rep_compression.is_some(),
+                    rep_comp: comp(&c.rep_compression)?,
                 }))
             }
             Some(L::BlobLayout(_)) => Err(Error::unsupported(path, "blob pages")),
@@ -626,7 +651,7 @@ fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
     if n == 0 {
         return Ok(Bytes::new());
     }
-    if n > PACK_BLOCK || b.len() < T::BYTES || b.len() % T::BYTES != 0 {
+    if n > PACK_BLOCK || b.len() < T::BYTES || !b.len().is_multiple_of(T::BYTES) {
         return Err(ctx.corrupt(format!(
             "inline bit-packed chunk of {} bytes for {n} values",
             b.len()
@@ -660,7 +685,7 @@ fn out_of_line_unpack<T: Word>(b: &[u8], n: usize, width: usize, ctx: &Ctx) -> R
         } else {
             per_block
         };
-    if w.len() != expect || b.len() % T::BYTES != 0 {
+    if w.len() != expect || !b.len().is_multiple_of(T::BYTES) {
         return Err(ctx.corrupt(format!(
             "bit-packed buffer of {} bytes does not hold {n} values of {width} bits",
             b.len()
@@ -981,6 +1006,7 @@ pub(crate) fn levels(v: Values, n: usize, ctx: &Ctx) -> Result<Vec<u16>> {
 
 /// Splits one mini-block chunk into levels and value buffers.
 pub(crate) struct ChunkParts {
+    pub num_levels: usize,
     pub rep: Option<Bytes>,
     pub def: Option<Bytes>,
     pub bufs: Vec<Bytes>,
@@ -994,7 +1020,7 @@ pub(crate) fn split_chunk(mb: &MiniBlock, b: &Bytes, ctx: &Ctx) -> Result<ChunkP
         *pos += 2;
         Ok(u16::from_le_bytes([v[0], v[1]]) as usize)
     };
-    let _num_levels = u16_at(&mut pos)?;
+    let num_levels = u16_at(&mut pos)?;
     let rep_len = if mb.rep.is_some() {
         Some(u16_at(&mut pos)?)
     } else {
@@ -1032,7 +1058,12 @@ pub(crate) fn split_chunk(mb: &MiniBlock, b: &Bytes, ctx: &Ctx) -> Result<ChunkP
         .into_iter()
         .map(|l| piece(l, &mut pos))
         .collect::<Result<Vec<_>>>()?;
-    Ok(ChunkParts { rep, def, bufs })
+    Ok(ChunkParts {
+        num_levels,
+        rep,
+        def,
+        bufs,
+    })
 }
 
 /// Chunk positions from the metadata words of a mini-block page.

@@ -85,12 +85,16 @@ fn truncated_and_bad_magic() {
         v[n - 1] = b'X';
         let err = read_all(&store, Bytes::from(v)).await.unwrap_err();
         assert!(err.contains("magic"), "{err}");
-        // Version 2.1 is refused with a clear message.
+        // Version 2.3 (unstable) is refused with a clear message.
         let mut v = good.to_vec();
         v[n - 8..n - 6].copy_from_slice(&2u16.to_le_bytes());
+        v[n - 6..n - 4].copy_from_slice(&3u16.to_le_bytes());
+        let err = read_all(&store, Bytes::from(v.clone())).await.unwrap_err();
+        assert!(err.contains("2.3"), "{err}");
+        // A 2.0 file whose footer claims 2.1 is an error, not a misread.
         v[n - 6..n - 4].copy_from_slice(&1u16.to_le_bytes());
         let err = read_all(&store, Bytes::from(v)).await.unwrap_err();
-        assert!(err.contains("2.1"), "{err}");
+        assert!(err.contains("bad.lance"), "{err}");
     });
 }
 
