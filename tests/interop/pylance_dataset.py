@@ -1,6 +1,7 @@
 """Interop oracle for datasets (table format), driven by the Rust tests.
 
-  write DIR        pylance creates DIR/py_ds (format 2.0, stable row ids, several
+  write DIR [V]    pylance creates DIR/py_ds (format V: 2.0 by default, "default"
+                   for pylance's own default, 2.2; stable row ids, several
                    fragments, both kinds of deletion file, several versions) and
                    DIR/py_v{N}.arrow = to_table(with_row_id=True) of every version
   check DIR        pylance opens DIR/rs_ds written by Rust and compares every
@@ -12,6 +13,8 @@
                    dumps what it reads to DIR/py_dict.arrow
   read_dict DIR    pylance reads DIR/rs_dict written by Rust, dumps it to
                    DIR/rs_dict_read.arrow and checks a filter on the dictionary
+  dump_latest DIR  pylance dumps the latest version of DIR/py_ds (with row ids)
+                   to DIR/py_latest.arrow and prints its indices
 """
 import json
 import os
@@ -40,9 +43,10 @@ def table(start, n):
     })
 
 
-def write(d):
+def write(d, version="2.0"):
     uri = os.path.join(d, "py_ds")
-    ds = lance.write_dataset(table(0, 12000), uri, data_storage_version="2.0",
+    fmt = {} if version == "default" else {"data_storage_version": version}
+    ds = lance.write_dataset(table(0, 12000), uri, **fmt,
                              enable_stable_row_ids=True, max_rows_per_file=10000)
     ds.delete("id < 10")                      # small deletion: .arrow
     ds.delete("id >= 2000 and id < 8000")     # > 5,000 rows of fragment 0: .bin
@@ -56,7 +60,14 @@ def write(d):
         t = lance.dataset(uri, version=v["version"]).to_table(with_row_id=True)
         dump(t, os.path.join(d, f"py_v{v['version']}.arrow"))
     kinds = sorted({f.split(".")[-1] for f in os.listdir(os.path.join(uri, "_deletions"))})
-    print(json.dumps({"versions": [v["version"] for v in ds.versions()], "deletion_kinds": kinds}))
+    print(json.dumps({"versions": [v["version"] for v in ds.versions()], "deletion_kinds": kinds,
+                      "data_storage_version": ds.data_storage_version}))
+
+
+def dump_latest(d):
+    ds = lance.dataset(os.path.join(d, "py_ds"))
+    dump(ds.to_table(with_row_id=True), os.path.join(d, "py_latest.arrow"))
+    print(json.dumps({"rows": ds.count_rows(), "indices": [i["name"] for i in ds.list_indices()]}))
 
 
 def check(d):
@@ -113,4 +124,4 @@ def read_dict(d):
 
 if __name__ == "__main__":
     {"write": write, "check": check, "mutate": mutate, "write_dict": write_dict,
-     "read_dict": read_dict}[sys.argv[1]](sys.argv[2])
+     "read_dict": read_dict, "dump_latest": dump_latest}[sys.argv[1]](*sys.argv[2:])

@@ -4,7 +4,10 @@ B-tree on `id`, a bitmap on `cat` and a zone map on `ts` built by pylance;
 the Rust test checks that Fathom's use of these segments equals its full
 scan, and prints pylance's own answers for a few filters as JSON.
 
-  python3 pylance_stable_index.py DIR
+  python3 pylance_stable_index.py DIR [VERSION]
+
+VERSION is the data storage version (2.0 when omitted; "default" for
+pylance's own default, 2.2 in pylance 14).
 """
 import json
 import os
@@ -24,7 +27,9 @@ def table(start, n):
 
 def main():
     uri = os.path.join(sys.argv[1], "py_stable")
-    ds = lance.write_dataset(table(0, 6000), uri, data_storage_version="2.0",
+    version = sys.argv[2] if len(sys.argv) > 2 else "2.0"
+    fmt = {} if version == "default" else {"data_storage_version": version}
+    ds = lance.write_dataset(table(0, 6000), uri, **fmt,
                              enable_stable_row_ids=True, max_rows_per_file=1500)
     ds.delete("id < 500 OR (id >= 2000 AND id < 2600)")
     ds.optimize.compact_files(target_rows_per_fragment=4000)

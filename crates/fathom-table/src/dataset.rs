@@ -77,12 +77,32 @@ fn check_flags(m: &Manifest, uri: &str, writing: bool) -> Result<()> {
             });
         }
     }
+    if !READABLE_VERSIONS.contains(&m.data_format.1.as_str()) {
+        return Err(Error::Unsupported {
+            uri: uri.to_string(),
+            message: format!(
+                "data storage version {} (2.0, 2.1 and 2.2 are implemented)",
+                m.data_format.1
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Data storage versions whose files this library reads.
+const READABLE_VERSIONS: [&str; 3] = ["2.0", "2.1", "2.2"];
+
+/// Refuses writing data files into a dataset whose version is not 2.0:
+/// new files must be of the dataset's version, and this library writes
+/// 2.0 files only. Deletes and index builds write no data files and work.
+fn check_data_writable(m: &Manifest, uri: &str) -> Result<()> {
     if m.data_format.1 != "2.0" {
         return Err(Error::Unsupported {
             uri: uri.to_string(),
             message: format!(
-                "data storage version {} (only 2.0 is implemented; pylance: data_storage_version=\"2.0\")",
-                m.data_format.1
+                "adding rows to a dataset of data storage version {} (this library writes \
+                 2.0 data files; it reads, deletes from and indexes {} datasets)",
+                m.data_format.1, m.data_format.1
             ),
         });
     }
@@ -233,6 +253,9 @@ impl Dataset {
             });
         }
         let append = mode == WriteMode::Append && existing.is_some();
+        if let Some(d) = &existing {
+            check_data_writable(&d.manifest, uri)?;
+        }
         let lance_schema = match (&existing, append) {
             (Some(d), true) => d.manifest.schema.clone(),
             _ => LanceSchema::from_arrow(&schema)?,
@@ -312,6 +335,15 @@ impl Dataset {
     /// Commits an operation read from this version; returns the new version.
     pub async fn commit(&self, op: Operation) -> Result<Self> {
         check_flags(&self.manifest, &self.uri, true)?;
+        let adds_files = match &op {
+            Operation::Append { fragments } => !fragments.is_empty(),
+            Operation::Update { new, .. } => !new.is_empty(),
+            Operation::Overwrite { fragments, .. } => !fragments.is_empty(),
+            _ => false,
+        };
+        if adds_files {
+            check_data_writable(&self.manifest, &self.uri)?;
+        }
         let target = self.target();
         let m = commit(&target, &self.manifest, op, None).await?;
         self.with_manifest(m)
@@ -342,6 +374,7 @@ impl Dataset {
         if batches.iter().all(|b| b.num_rows() == 0) {
             return Ok(self.clone());
         }
+        check_data_writable(&self.manifest, &self.uri)?;
         let fragments = write_fragments(
             &self.store,
             &self.root,
@@ -359,6 +392,7 @@ impl Dataset {
             .first()
             .ok_or_else(|| Error::invalid("overwrite needs at least one batch (for its schema)"))?;
         let schema = LanceSchema::from_arrow(&first.schema())?;
+        check_data_writable(&self.manifest, &self.uri)?;
         let fragments = write_fragments(&self.store, &self.root, &schema, batches, params).await?;
         self.commit(Operation::Overwrite {
             fragments,
@@ -470,6 +504,7 @@ impl Dataset {
 
     /// A writer for new fragments of this table.
     pub fn fragment_writer(&self, params: WriteParams) -> Result<crate::write::FragmentWriter> {
+        check_data_writable(&self.manifest, &self.uri)?;
         crate::write::FragmentWriter::new(
             self.store.clone(),
             self.root.clone(),

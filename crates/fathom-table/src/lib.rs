@@ -2,12 +2,14 @@
 //!
 //! A dataset is a directory on an object store holding immutable versions
 //! of a table (`_versions/*.manifest`), each a list of fragments; a
-//! fragment is a set of data files (Lance 2.0, see `fathom-file`) plus an
+//! fragment is a set of data files (Lance 2.0, 2.1 or 2.2, see `fathom-file`) plus an
 //! optional deletion file. Commits are atomic (put-if-absent on the next
 //! manifest) and concurrent writers are reconciled by their transactions.
 //!
 //! Byte-compatible with Lance: datasets written here open in pylance, and
-//! datasets pylance writes with `data_storage_version="2.0"` open here.
+//! datasets pylance writes open here (its default 2.2 as well as 2.0 and
+//! 2.1). Rows are added as 2.0 data files, so only 2.0 datasets take new
+//! rows; deletes and index builds work on every version.
 
 mod address;
 pub mod cleanup;

@@ -267,11 +267,11 @@ impl FragmentReader {
                     message: format!("data file {} lives under another base path", f.path),
                 });
             }
-            if f.file_major_version != 2 || f.file_minor_version != 0 {
+            if f.file_major_version != 2 || f.file_minor_version > 2 {
                 return Err(Error::Unsupported {
                     uri: root.to_string(),
                     message: format!(
-                        "data file {} has format {}.{}; only 2.0 is implemented (write with data_storage_version=\"2.0\")",
+                        "data file {} has format {}.{}; 2.0, 2.1 and 2.2 are implemented",
                         f.path, f.file_major_version, f.file_minor_version
                     ),
                 });

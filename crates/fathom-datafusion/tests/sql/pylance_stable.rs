@@ -13,6 +13,17 @@ use super::common::ids;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pylance_indexes_on_stable_row_ids() {
+    pylance_indexes("2.0").await;
+}
+
+/// The same on a dataset of pylance's default data storage version (2.2
+/// in pylance 14): its data files use the structural encodings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pylance_indexes_on_a_default_version_dataset() {
+    pylance_indexes("default").await;
+}
+
+async fn pylance_indexes(version: &str) {
     let Some(py) = fathom_testing::pylance_python() else {
         return;
     };
@@ -22,6 +33,7 @@ async fn pylance_indexes_on_stable_row_ids() {
     let out = Command::new(&py)
         .arg(script)
         .arg(dir.path())
+        .arg(version)
         .output()
         .unwrap();
     assert!(

@@ -117,6 +117,11 @@ pub(crate) enum Comp {
     ByteStreamSplit {
         bits: u64,
     },
+    /// Runs: `bits`-wide values and `len_bits`-wide run lengths.
+    Rle {
+        bits: u64,
+        len_bits: u64,
+    },
 }
 
 fn scheme(b: &pb::BufferCompression, path: &str) -> Result<Scheme> {
@@ -247,7 +252,38 @@ impl Comp {
             C::Dictionary(_) => {
                 return Err(Error::unsupported(path, "dictionary as a compression step"));
             }
-            C::Rle(_) => return Err(Error::unsupported(path, "run-length encoded values")),
+            C::Rle(r) => {
+                let flat = |c: &Comp| match c {
+                    Comp::Flat {
+                        bits: b @ (8 | 16 | 32 | 64),
+                        general: None,
+                    } => Some(*b),
+                    _ => None,
+                };
+                let values = Comp::from_pb(
+                    r.values
+                        .as_ref()
+                        .ok_or_else(|| Error::corrupt(path, "run-length encoding lacks values"))?,
+                    path,
+                    depth + 1,
+                )?;
+                let lengths = Comp::from_pb(
+                    r.run_lengths
+                        .as_ref()
+                        .ok_or_else(|| Error::corrupt(path, "run-length encoding lacks lengths"))?,
+                    path,
+                    depth + 1,
+                )?;
+                match (flat(&values), flat(&lengths)) {
+                    (Some(bits), Some(len_bits @ (8 | 16 | 32))) => Comp::Rle { bits, len_bits },
+                    _ => {
+                        return Err(Error::unsupported(
+                            path,
+                            "run-length encoding over compressed values or lengths",
+                        ));
+                    }
+                }
+            }
         })
     }
 
@@ -262,6 +298,7 @@ impl Comp {
             Comp::Fsst { values, .. } | Comp::General { inner: values, .. } => {
                 values.chunk_buffers()
             }
+            Comp::Rle { .. } => 2,
             _ => 1,
         }
     }
@@ -876,6 +913,11 @@ impl Comp {
                 data: Bytes::from(v.repeat(n)),
                 n,
             }),
+            Comp::Rle { bits, len_bits } => {
+                let values = take()?;
+                let lengths = take()?;
+                run_lengths(&values, &lengths, *bits, *len_bits, n, ctx)
+            }
             other => Err(ctx.unsupported(format!("{} in a mini-block chunk", other.name()))),
         }
     }
@@ -960,6 +1002,23 @@ impl Comp {
                 let mut v = vec![b];
                 self.decode_chunk(&mut v, n, ctx)
             }
+            Comp::Rle { bits, len_bits } => {
+                // [u64 bytes of values][values][run lengths]
+                let bad = || ctx.corrupt("run-length block shorter than its header");
+                let k = u64::from_le_bytes(b.get(..8).ok_or_else(bad)?.try_into().unwrap());
+                let k = usize::try_from(k)
+                    .ok()
+                    .filter(|k| 8 + k <= b.len())
+                    .ok_or_else(bad)?;
+                run_lengths(
+                    &b.slice(8..8 + k),
+                    &b.slice(8 + k..),
+                    *bits,
+                    *len_bits,
+                    n,
+                    ctx,
+                )
+            }
         }
     }
 
@@ -989,8 +1048,47 @@ impl Comp {
             Comp::General { .. } => "general compression",
             Comp::Fsl { .. } => "fixed-size list",
             Comp::ByteStreamSplit { .. } => "byte-stream split",
+            Comp::Rle { .. } => "run-length encoding",
         }
     }
+}
+
+/// Expands runs into `n` values (runs past `n` are cut off).
+fn run_lengths(
+    values: &[u8],
+    lengths: &[u8],
+    bits: u64,
+    len_bits: u64,
+    n: usize,
+    ctx: &Ctx,
+) -> Result<Values> {
+    let w = (bits / 8) as usize;
+    let lw = (len_bits / 8) as usize;
+    let runs = values.len() / w;
+    if values.len() % w != 0 || lengths.len() != runs * lw {
+        return Err(ctx.corrupt("run-length values and lengths do not pair up"));
+    }
+    let mut out = Vec::with_capacity(n * w);
+    for (v, l) in values.chunks_exact(w).zip(lengths.chunks_exact(lw)) {
+        let mut x = [0u8; 8];
+        x[..lw].copy_from_slice(l);
+        let len = u64::from_le_bytes(x) as usize;
+        let room = n - out.len() / w;
+        for _ in 0..len.min(room) {
+            out.extend_from_slice(v);
+        }
+        if out.len() == n * w {
+            break;
+        }
+    }
+    if out.len() != n * w {
+        return Err(ctx.corrupt(format!("runs hold {} values; {n} expected", out.len() / w)));
+    }
+    Ok(Values::Fixed {
+        bits,
+        data: Bytes::from(out),
+        n,
+    })
 }
 
 /// Definition levels (u16 each) from decoded level values.

@@ -109,6 +109,93 @@ fn we_read_every_version_pylance_writes() {
     });
 }
 
+/// pylance's default data storage version (2.2 in pylance 14): every
+/// version reads equal to pylance; a delete by us is read back by pylance;
+/// adding rows is refused by name (we write 2.0 data files only).
+#[test]
+fn pylance_default_version_dataset() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(&py)
+        .arg(script())
+        .args(["write", dir.path().to_str().unwrap(), "default"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("\"data_storage_version\": \"2.2\""), "{text}");
+    runtime().block_on(async {
+        let uri = dir.path().join("py_ds").to_str().unwrap().to_string();
+        let ds = Dataset::open(&uri).await.unwrap();
+        assert_eq!(ds.manifest().data_format.1, "2.2");
+        for v in ds.versions().await.unwrap() {
+            let want = read_ipc(&dir.path().join(format!("py_v{}.arrow", v.version)));
+            let old = ds.checkout(v.version).await.unwrap();
+            let mut names: Vec<String> = old
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            names.push("_rowid".into());
+            let got = old.scan().project(&names).unwrap().collect().await.unwrap();
+            assert_eq!(got.num_rows(), want.num_rows(), "version {}", v.version);
+            for (i, f) in want.schema().fields().iter().enumerate() {
+                assert_eq!(
+                    got.column(i),
+                    want.column(i),
+                    "version {} column {}",
+                    v.version,
+                    f.name()
+                );
+            }
+        }
+        // Delete ids divisible by 3; pylance must see exactly the rest.
+        let ds = ds
+            .delete_where(&["id"], |b| {
+                let id = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int64Array>()
+                    .unwrap();
+                Ok(id.iter().map(|v| v.map(|v| v % 3 == 0)).collect())
+            })
+            .await
+            .unwrap();
+        let mine = ds
+            .scan()
+            .project(&["id", "name", "score", "tags", "extra", "_rowid"])
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let out = run(&py, "dump_latest", dir.path());
+        assert!(out.contains("\"rows\""), "{out}");
+        let theirs = read_ipc(&dir.path().join("py_latest.arrow"));
+        assert_eq!(
+            mine.num_rows(),
+            theirs.num_rows(),
+            "pylance reads our delete"
+        );
+        for i in 0..theirs.num_columns() {
+            assert_eq!(mine.column(i), theirs.column(i), "pylance reads our delete");
+        }
+        // Adding rows is refused, naming the version, and commits nothing.
+        let before = ds.versions().await.unwrap().len();
+        let err = ds
+            .append(&[rows(100_000..100_010)], &WriteParams::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("2.2"), "{err}");
+        assert_eq!(ds.versions().await.unwrap().len(), before);
+    });
+}
+
 #[test]
 fn pylance_reads_and_changes_what_we_write() {
     let Some(py) = pylance() else { return };
