@@ -1065,7 +1065,7 @@ fn run_lengths(
     let w = (bits / 8) as usize;
     let lw = (len_bits / 8) as usize;
     let runs = values.len() / w;
-    if values.len() % w != 0 || lengths.len() != runs * lw {
+    if !values.len().is_multiple_of(w) || lengths.len() != runs * lw {
         return Err(ctx.corrupt("run-length values and lengths do not pair up"));
     }
     let mut out = Vec::with_capacity(n * w);
