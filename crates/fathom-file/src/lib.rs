@@ -28,4 +28,4 @@ pub mod writer;
 pub use error::{Error, Result};
 pub use reader::{FileReader, FileReaderOptions};
 pub use schema::{LanceField, LanceSchema};
-pub use writer::{FileWriter, FileWriterOptions, WrittenFile};
+pub use writer::{FileVersion, FileWriter, FileWriterOptions, WrittenFile};

@@ -20,6 +20,7 @@ use prost::Message;
 use tokio::io::AsyncWriteExt;
 
 use crate::encoding::encode::{self, EncodedPage};
+use crate::encoding::encode21;
 use crate::error::{Error, Result};
 use crate::format::{COLUMN_ENCODING_URL, Footer, PAD_BYTE, PAGE_ALIGN, V2_0_FOOTER};
 use crate::pb::encodings as pbe;
@@ -37,6 +38,42 @@ pub struct FileWriterOptions {
     /// Record min/max/null count per zone of this many rows for eligible
     /// top-level columns (default off; datasets turn it on).
     pub zone_stats_rows: Option<u64>,
+    /// File format version to write (default 2.0).
+    pub version: FileVersion,
+}
+
+/// A Lance file format version this writer writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileVersion {
+    #[default]
+    V2_0,
+    /// Structural encodings, 16-bit mini-block chunk words.
+    V2_1,
+    /// Structural encodings, 32-bit mini-block chunk words.
+    V2_2,
+}
+
+impl FileVersion {
+    /// The version a dataset's `data_storage_version` names, if written here.
+    pub fn parse(s: &str) -> Option<FileVersion> {
+        match s {
+            "2.0" => Some(FileVersion::V2_0),
+            "2.1" => Some(FileVersion::V2_1),
+            "2.2" => Some(FileVersion::V2_2),
+            _ => None,
+        }
+    }
+    /// Major and minor as a manifest's data file records them.
+    pub fn numbers(self) -> (u32, u32) {
+        match self {
+            FileVersion::V2_0 => (2, 0),
+            FileVersion::V2_1 => (2, 1),
+            FileVersion::V2_2 => (2, 2),
+        }
+    }
+    fn structural(self) -> bool {
+        self != FileVersion::V2_0
+    }
 }
 
 impl Default for FileWriterOptions {
@@ -45,6 +82,7 @@ impl Default for FileWriterOptions {
             page_size_bytes: 8 * 1024 * 1024,
             dictionary: true,
             zone_stats_rows: None,
+            version: FileVersion::V2_0,
         }
     }
 }
@@ -105,6 +143,10 @@ enum ColumnEncoder {
         name: String,
         pending: Vec<ArrayRef>,
         pending_bytes: usize,
+        /// 2.1+: definition levels of the pending rows, and the number of
+        /// structs around the leaf.
+        defs: Vec<u16>,
+        depth: Option<usize>,
     },
     List {
         column: usize,
@@ -117,16 +159,32 @@ enum ColumnEncoder {
         name: String,
         rows: u64,
         children: Vec<ColumnEncoder>,
+        /// 2.1+: structs around this one, plus one.
+        depth: Option<usize>,
     },
 }
+
+/// Column number of a struct in a 2.1+ file (only leaves have columns).
+const NO_COLUMN: usize = usize::MAX;
 
 type Out = Vec<(usize, EncodedPage)>;
 
 impl ColumnEncoder {
-    fn new(field: &LanceField, next_column: &mut usize) -> Result<Self> {
-        let column = *next_column;
-        *next_column += 1;
+    /// `depth`: `Some(structs around the field)` when writing 2.1+.
+    fn new(field: &LanceField, next_column: &mut usize, depth: Option<usize>) -> Result<Self> {
         let dt = field.data_type()?;
+        let column = if depth.is_some() && matches!(dt, DataType::Struct(_)) {
+            NO_COLUMN
+        } else {
+            *next_column += 1;
+            *next_column - 1
+        };
+        if depth.is_some() && matches!(dt, DataType::List(_) | DataType::LargeList(_)) {
+            return Err(Error::invalid(format!(
+                "column '{}' is a list: writing lists into 2.1/2.2 files is not implemented",
+                field.name
+            )));
+        }
         if let DataType::Dictionary(..) = dt {
             return Err(Error::invalid(format!(
                 "column '{}' is dictionary-typed (dataset written by pylance): \
@@ -143,32 +201,54 @@ impl ColumnEncoder {
                 children: field
                     .children
                     .iter()
-                    .map(|c| ColumnEncoder::new(c, next_column))
+                    .map(|c| ColumnEncoder::new(c, next_column, depth.map(|d| d + 1)))
                     .collect::<Result<_>>()?,
+                depth: depth.map(|d| d + 1),
             },
             DataType::List(_) | DataType::LargeList(_) => ColumnEncoder::List {
                 column,
                 lengths: vec![],
                 validity: vec![],
-                child: Box::new(ColumnEncoder::new(&field.children[0], next_column)?),
+                child: Box::new(ColumnEncoder::new(&field.children[0], next_column, None)?),
             },
             _ => ColumnEncoder::Leaf {
                 column,
                 name: field.name.clone(),
                 pending: vec![],
                 pending_bytes: 0,
+                defs: vec![],
+                depth,
             },
         })
     }
 
-    fn push(&mut self, arr: &ArrayRef, opts: &FileWriterOptions, out: &mut Out) -> Result<()> {
+    /// `top_null` (2.1+): per row, the depth (1 = outermost) of the
+    /// outermost null struct around this field, 0 for none.
+    fn push(
+        &mut self,
+        arr: &ArrayRef,
+        top_null: Option<&[u16]>,
+        opts: &FileWriterOptions,
+        out: &mut Out,
+    ) -> Result<()> {
         match self {
-            ColumnEncoder::Leaf { .. } => {
+            ColumnEncoder::Leaf { depth, .. } => {
+                // 2.1+: definition levels (every layer nullable: item null
+                // is 1, the struct k layers out is k + 1).
+                let mut level = depth.map(|d| {
+                    (0..arr.len())
+                        .map(|i| match top_null.map_or(0, |t| t[i]) {
+                            0 => u16::from(arr.is_null(i)),
+                            t => (d as u16 - t + 1) + 1,
+                        })
+                        .collect::<Vec<u16>>()
+                });
                 let mut rest = arr.clone();
                 while !rest.is_empty() {
                     let ColumnEncoder::Leaf {
                         pending,
                         pending_bytes,
+                        defs,
                         ..
                     } = self
                     else {
@@ -185,6 +265,9 @@ impl ColumnEncoder {
                     let piece = rest.slice(0, take);
                     *pending_bytes += encoded_size(piece.as_ref());
                     pending.push(compact(&piece));
+                    if let Some(l) = &mut level {
+                        defs.extend(l.drain(..take));
+                    }
                     rest = rest.slice(take, rest.len() - take);
                     if *pending_bytes >= opts.page_size_bytes {
                         self.flush(opts, out)?;
@@ -218,9 +301,36 @@ impl ColumnEncoder {
                     validity.push(arr.is_valid(i));
                 }
                 let (first, last) = (offsets[0] as usize, offsets[arr.len()] as usize);
-                child.push(&values.slice(first, last - first), opts, out)?;
+                child.push(&values.slice(first, last - first), None, opts, out)?;
                 if lengths.len() * 8 >= opts.page_size_bytes {
                     self.flush(opts, out)?;
+                }
+            }
+            ColumnEncoder::Struct {
+                rows,
+                children,
+                depth: Some(depth),
+                ..
+            } => {
+                let s = arr.as_struct();
+                let nulls = s.logical_nulls();
+                let mine: Option<Vec<u16>> = (top_null.is_some() || nulls.is_some()).then(|| {
+                    (0..s.len())
+                        .map(|i| match top_null.map_or(0, |t| t[i]) {
+                            0 => {
+                                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                                    *depth as u16
+                                } else {
+                                    0
+                                }
+                            }
+                            t => t,
+                        })
+                        .collect()
+                });
+                *rows += s.len() as u64;
+                for (c, col) in children.iter_mut().zip(s.columns()) {
+                    c.push(col, mine.as_deref(), opts, out)?;
                 }
             }
             ColumnEncoder::Struct {
@@ -239,7 +349,7 @@ impl ColumnEncoder {
                 let s = arr.as_struct();
                 *rows += s.len() as u64;
                 for (c, col) in children.iter_mut().zip(s.columns()) {
-                    c.push(col, opts, out)?;
+                    c.push(col, None, opts, out)?;
                 }
             }
         }
@@ -254,6 +364,8 @@ impl ColumnEncoder {
                 pending,
                 pending_bytes,
                 name,
+                defs,
+                depth,
             } => {
                 if pending.is_empty() {
                     return Ok(());
@@ -267,8 +379,20 @@ impl ColumnEncoder {
                     a
                 };
                 *pending_bytes = 0;
-                let page = encode::encode_leaf(&arr, opts.dictionary)
-                    .map_err(|e| Error::invalid(format!("column '{name}': {e}")))?;
+                let page = match depth {
+                    Some(depth) => {
+                        let levels = std::mem::take(defs);
+                        let any = levels.iter().any(|d| *d != 0);
+                        encode21::encode_leaf21(
+                            &arr,
+                            any.then_some(levels.as_slice()),
+                            *depth,
+                            opts.version == FileVersion::V2_2,
+                        )
+                    }
+                    None => encode::encode_leaf(&arr, opts.dictionary),
+                }
+                .map_err(|e| Error::invalid(format!("column '{name}': {e}")))?;
                 out.push((*column, page));
             }
             ColumnEncoder::List {
@@ -299,7 +423,9 @@ impl ColumnEncoder {
                 children,
                 ..
             } => {
-                out.push((*column, encode::encode_struct(*rows)));
+                if *column != NO_COLUMN {
+                    out.push((*column, encode::encode_struct(*rows)));
+                }
                 for c in children {
                     c.finish(opts, out)?;
                 }
@@ -310,6 +436,13 @@ impl ColumnEncoder {
 
     fn empty_page(&self) -> EncodedPage {
         match self {
+            ColumnEncoder::Leaf { depth: Some(d), .. } => encode21::encode_leaf21(
+                &arrow_array::new_null_array(&DataType::Int32, 0),
+                None,
+                *d,
+                false,
+            )
+            .expect("an empty page encodes"),
             ColumnEncoder::Leaf { .. } => encode::encode_empty_leaf(),
             ColumnEncoder::List { .. } => encode::encode_list_offsets(&[], &[]),
             ColumnEncoder::Struct { .. } => encode::encode_struct(0),
@@ -317,7 +450,14 @@ impl ColumnEncoder {
     }
 
     fn visit<'a>(&'a self, out: &mut Vec<&'a ColumnEncoder>) {
-        out.push(self);
+        let column = match self {
+            ColumnEncoder::Leaf { column, .. }
+            | ColumnEncoder::List { column, .. }
+            | ColumnEncoder::Struct { column, .. } => *column,
+        };
+        if column != NO_COLUMN {
+            out.push(self);
+        }
         match self {
             ColumnEncoder::List { child, .. } => child.visit(out),
             ColumnEncoder::Struct { children, .. } => children.iter().for_each(|c| c.visit(out)),
@@ -369,7 +509,9 @@ impl FileWriter {
         let encoders = schema
             .fields
             .iter()
-            .map(|f| ColumnEncoder::new(f, &mut next_column))
+            .map(|f| {
+                ColumnEncoder::new(f, &mut next_column, opts.version.structural().then_some(0))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(FileWriter {
             path: crate::io::shown(store.as_ref(), &path),
@@ -457,7 +599,7 @@ impl FileWriter {
         }
         let mut out = Vec::new();
         for (enc, col) in self.encoders.iter_mut().zip(batch.columns()) {
-            enc.push(col, &self.opts, &mut out)?;
+            enc.push(col, None, &self.opts, &mut out)?;
         }
         self.rows += batch.num_rows() as u64;
         self.write_pages(out).await
@@ -493,12 +635,18 @@ impl FileWriter {
                     encoding: page.any_bytes(),
                 })),
             };
+            // 2.1+: the page's first row (readers schedule by it).
+            let priority = if self.opts.version.structural() {
+                self.pages[column].iter().map(|p| p.length).sum()
+            } else {
+                0
+            };
             self.pages[column].push(pb2::column_metadata::Page {
                 buffer_offsets: offsets,
                 buffer_sizes: sizes,
                 length: page.length,
                 encoding: Some(encoding),
-                priority: 0,
+                priority,
             });
         }
         Ok(())
@@ -596,8 +744,15 @@ impl FileWriter {
             gbo_table_start,
             num_global_buffers: globals.len() as u32,
             num_columns: cmo.len() as u32,
-            major: V2_0_FOOTER.0,
-            minor: V2_0_FOOTER.1,
+            major: match self.opts.version {
+                FileVersion::V2_0 => V2_0_FOOTER.0,
+                _ => 2,
+            },
+            minor: match self.opts.version {
+                FileVersion::V2_0 => V2_0_FOOTER.1,
+                FileVersion::V2_1 => 1,
+                FileVersion::V2_2 => 2,
+            },
         };
         self.write_bytes(&footer.to_bytes()).await?;
         self.out.shutdown().await.map_err(|e| Error::Io {

@@ -34,11 +34,20 @@ pub struct EncodedPage {
     pub encoding: pbe::ArrayEncoding,
     /// Values in the page (rows, or items for an item column).
     pub length: u64,
+    /// A 2.1+ page: its layout (then `encoding` is unused).
+    pub structural: Option<crate::pb::encodings21::PageLayout>,
 }
 
 impl EncodedPage {
     /// The page encoding as a serialized `Any`.
     pub fn any_bytes(&self) -> Vec<u8> {
+        if let Some(l) = &self.structural {
+            return prost_types::Any {
+                type_url: crate::format::PAGE_LAYOUT_URL.to_string(),
+                value: l.encode_to_vec(),
+            }
+            .encode_to_vec();
+        }
         prost_types::Any {
             type_url: ARRAY_ENCODING_URL.to_string(),
             value: self.encoding.encode_to_vec(),
@@ -237,6 +246,7 @@ pub fn encode_leaf(arr: &ArrayRef, dictionary: bool) -> Result<EncodedPage> {
         buffers: bufs.0,
         encoding,
         length: n as u64,
+        structural: None,
     })
 }
 
@@ -276,6 +286,7 @@ pub fn encode_list_offsets_with_adjustment(
             num_items,
         }))),
         length: lengths.len() as u64,
+        structural: None,
     }
 }
 
@@ -285,6 +296,7 @@ pub fn encode_struct(rows: u64) -> EncodedPage {
         buffers: vec![],
         encoding: wrap(A::Struct(pbe::SimpleStruct {})),
         length: rows,
+        structural: None,
     }
 }
 
@@ -294,5 +306,6 @@ pub fn encode_empty_leaf() -> EncodedPage {
         buffers: vec![],
         encoding: all_nulls(),
         length: 0,
+        structural: None,
     }
 }

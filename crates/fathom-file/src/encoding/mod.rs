@@ -17,6 +17,7 @@
 
 pub mod decode;
 pub mod encode;
+pub mod encode21;
 
 use std::ops::Range;
 
