@@ -13,8 +13,12 @@
                    dumps what it reads to DIR/py_dict.arrow
   read_dict DIR    pylance reads DIR/rs_dict written by Rust, dumps it to
                    DIR/rs_dict_read.arrow and checks a filter on the dictionary
-  dump_latest DIR  pylance dumps the latest version of DIR/py_ds (with row ids)
-                   to DIR/py_latest.arrow and prints its indices
+  dump_latest DIR [NAME]
+                   pylance dumps the latest version of DIR/NAME (default py_ds;
+                   with row ids) to DIR/py_latest.arrow and prints its indices
+  write_flat DIR   pylance creates DIR/py_flat with its default data storage
+                   version: numbers, strings, a 80-d vector and a struct, with
+                   nulls at every level; DIR/py_flat.arrow holds its rows
 """
 import json
 import os
@@ -64,8 +68,31 @@ def write(d, version="2.0"):
                       "data_storage_version": ds.data_storage_version}))
 
 
-def dump_latest(d):
-    ds = lance.dataset(os.path.join(d, "py_ds"))
+def flat_table(start, n):
+    import numpy as np
+    rng = np.random.default_rng(start)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 80).astype(np.float32)), 80)
+    vec = pa.array(vec.to_pylist()[:], vec.type, mask=np.array([i % 9 == 4 for i in range(n)]))
+    return pa.table({
+        "id": pa.array(range(start, start + n), pa.int64()),
+        "name": pa.array([f"n{i}" if i % 7 else None for i in range(start, start + n)]),
+        "score": pa.array([i * 0.25 for i in range(start, start + n)], pa.float64()),
+        "emb": vec,
+        "st": pa.array([None if i % 5 == 3 else {"x": i if i % 4 else None, "y": f"y{i % 3}"}
+                        for i in range(start, start + n)],
+                       pa.struct([("x", pa.int64()), ("y", pa.string())])),
+    })
+
+
+def write_flat(d):
+    uri = os.path.join(d, "py_flat")
+    ds = lance.write_dataset(flat_table(0, 5000), uri, max_rows_per_file=2000)
+    dump(ds.to_table(), os.path.join(d, "py_flat.arrow"))
+    print(json.dumps({"data_storage_version": ds.data_storage_version}))
+
+
+def dump_latest(d, name="py_ds"):
+    ds = lance.dataset(os.path.join(d, name))
     dump(ds.to_table(with_row_id=True), os.path.join(d, "py_latest.arrow"))
     print(json.dumps({"rows": ds.count_rows(), "indices": [i["name"] for i in ds.list_indices()]}))
 
@@ -124,4 +151,4 @@ def read_dict(d):
 
 if __name__ == "__main__":
     {"write": write, "check": check, "mutate": mutate, "write_dict": write_dict,
-     "read_dict": read_dict, "dump_latest": dump_latest}[sys.argv[1]](*sys.argv[2:])
+     "read_dict": read_dict, "dump_latest": dump_latest, "write_flat": write_flat}[sys.argv[1]](*sys.argv[2:])

@@ -1,6 +1,7 @@
 //! A dataset: one version of a table on an object store, and the
 //! operations that read it or commit new versions.
 
+use fathom_file::FileVersion;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -92,21 +93,22 @@ fn check_flags(m: &Manifest, uri: &str, writing: bool) -> Result<()> {
 /// Data storage versions whose files this library reads.
 const READABLE_VERSIONS: [&str; 3] = ["2.0", "2.1", "2.2"];
 
-/// Refuses writing data files into a dataset whose version is not 2.0:
-/// new files must be of the dataset's version, and this library writes
-/// 2.0 files only. Deletes and index builds write no data files and work.
-fn check_data_writable(m: &Manifest, uri: &str) -> Result<()> {
-    if m.data_format.1 != "2.0" {
-        return Err(Error::Unsupported {
+/// `params` writing data files of the dataset's own version (new files
+/// must match it); a version this library cannot write is refused.
+fn params_for(m: &Manifest, uri: &str, mut params: WriteParams) -> Result<WriteParams> {
+    match FileVersion::parse(&m.data_format.1) {
+        Some(v) => {
+            params.file.version = v;
+            Ok(params)
+        }
+        None => Err(Error::Unsupported {
             uri: uri.to_string(),
             message: format!(
-                "adding rows to a dataset of data storage version {} (this library writes \
-                 2.0 data files; it reads, deletes from and indexes {} datasets)",
-                m.data_format.1, m.data_format.1
+                "adding rows to a dataset of data storage version {} (2.0, 2.1 and 2.2 are written)",
+                m.data_format.1
             ),
-        });
+        }),
     }
-    Ok(())
 }
 
 impl Dataset {
@@ -253,9 +255,10 @@ impl Dataset {
             });
         }
         let append = mode == WriteMode::Append && existing.is_some();
-        if let Some(d) = &existing {
-            check_data_writable(&d.manifest, uri)?;
-        }
+        let params = match &existing {
+            Some(d) => params_for(&d.manifest, uri, params)?,
+            None => params,
+        };
         let lance_schema = match (&existing, append) {
             (Some(d), true) => d.manifest.schema.clone(),
             _ => LanceSchema::from_arrow(&schema)?,
@@ -298,7 +301,10 @@ impl Dataset {
             max_fragment_id: None,
             transaction_file: None,
             next_row_id: 0,
-            data_format: ("lance".into(), "2.0".into()),
+            data_format: ("lance".into(), {
+                let (major, minor) = params.file.version.numbers();
+                format!("{major}.{minor}")
+            }),
             config: HashMap::new(),
             table_metadata: HashMap::new(),
             indices: vec![],
@@ -335,14 +341,24 @@ impl Dataset {
     /// Commits an operation read from this version; returns the new version.
     pub async fn commit(&self, op: Operation) -> Result<Self> {
         check_flags(&self.manifest, &self.uri, true)?;
-        let adds_files = match &op {
-            Operation::Append { fragments } => !fragments.is_empty(),
-            Operation::Update { new, .. } => !new.is_empty(),
-            Operation::Overwrite { fragments, .. } => !fragments.is_empty(),
-            _ => false,
+        // New data files must be of the dataset's version.
+        let added = match &op {
+            Operation::Append { fragments } => fragments.as_slice(),
+            Operation::Update { new, .. } => new.as_slice(),
+            Operation::Overwrite { fragments, .. } => fragments.as_slice(),
+            _ => &[],
         };
-        if adds_files {
-            check_data_writable(&self.manifest, &self.uri)?;
+        if let Some(f) = added.iter().flat_map(|f| &f.files).find(|f| {
+            format!("{}.{}", f.file_major_version, f.file_minor_version)
+                != self.manifest.data_format.1
+        }) {
+            return Err(Error::Unsupported {
+                uri: self.uri.clone(),
+                message: format!(
+                    "data file {} is format {}.{}; the dataset's data storage version is {}",
+                    f.path, f.file_major_version, f.file_minor_version, self.manifest.data_format.1
+                ),
+            });
         }
         let target = self.target();
         let m = commit(&target, &self.manifest, op, None).await?;
@@ -374,13 +390,13 @@ impl Dataset {
         if batches.iter().all(|b| b.num_rows() == 0) {
             return Ok(self.clone());
         }
-        check_data_writable(&self.manifest, &self.uri)?;
+        let params = params_for(&self.manifest, &self.uri, params.clone())?;
         let fragments = write_fragments(
             &self.store,
             &self.root,
             &self.manifest.schema,
             batches,
-            params,
+            &params,
         )
         .await?;
         self.commit(Operation::Append { fragments }).await
@@ -392,8 +408,8 @@ impl Dataset {
             .first()
             .ok_or_else(|| Error::invalid("overwrite needs at least one batch (for its schema)"))?;
         let schema = LanceSchema::from_arrow(&first.schema())?;
-        check_data_writable(&self.manifest, &self.uri)?;
-        let fragments = write_fragments(&self.store, &self.root, &schema, batches, params).await?;
+        let params = params_for(&self.manifest, &self.uri, params.clone())?;
+        let fragments = write_fragments(&self.store, &self.root, &schema, batches, &params).await?;
         self.commit(Operation::Overwrite {
             fragments,
             schema,
@@ -504,7 +520,7 @@ impl Dataset {
 
     /// A writer for new fragments of this table.
     pub fn fragment_writer(&self, params: WriteParams) -> Result<crate::write::FragmentWriter> {
-        check_data_writable(&self.manifest, &self.uri)?;
+        let params = params_for(&self.manifest, &self.uri, params)?;
         crate::write::FragmentWriter::new(
             self.store.clone(),
             self.root.clone(),

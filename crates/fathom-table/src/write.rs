@@ -2,6 +2,7 @@
 //! `max_rows_per_file` rows (one fragment each), written with the
 //! dataset's field ids.
 
+use fathom_file::FileVersion;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -102,6 +103,26 @@ pub fn conform_batch(schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> R
     .map_err(|e| Error::invalid(format!("data does not fit the table schema: {e}")))
 }
 
+/// Field ids a data file lists: every field for 2.0; for 2.1+ only the
+/// fields that have columns (leaves, as Lance lists them).
+fn file_ids(schema: &LanceSchema, version: FileVersion) -> Vec<i32> {
+    if version == FileVersion::V2_0 {
+        return all_ids(schema);
+    }
+    fn walk(f: &fathom_file::LanceField, out: &mut Vec<i32>) {
+        let parent = f.logical_type == "struct"
+            || f.logical_type.starts_with("list")
+            || f.logical_type.starts_with("large_list");
+        if !parent {
+            out.push(f.id);
+        }
+        f.children.iter().for_each(|c| walk(c, out));
+    }
+    let mut out = Vec::new();
+    schema.fields.iter().for_each(|f| walk(f, &mut out));
+    out
+}
+
 fn all_ids(schema: &LanceSchema) -> Vec<i32> {
     fn walk(f: &fathom_file::LanceField, out: &mut Vec<i32>) {
         out.push(f.id);
@@ -134,7 +155,7 @@ impl FragmentWriter {
     ) -> Result<Self> {
         let arrow_schema = Arc::new(schema.to_arrow()?);
         Ok(FragmentWriter {
-            ids: all_ids(&schema),
+            ids: file_ids(&schema, params.file.version),
             store,
             root,
             schema,
@@ -160,8 +181,8 @@ impl FragmentWriter {
                     path: name,
                     fields: self.ids.clone(),
                     column_indices: (0..self.ids.len() as i32).collect(),
-                    file_major_version: 2,
-                    file_minor_version: 0,
+                    file_major_version: self.params.file.version.numbers().0,
+                    file_minor_version: self.params.file.version.numbers().1,
                     file_size_bytes: written.size_bytes,
                     base_id: None,
                 }],

@@ -6,6 +6,7 @@
 
 use std::path::{Path as FsPath, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use fathom_table::{Dataset, WriteMode, WriteParams};
@@ -184,15 +185,86 @@ fn pylance_default_version_dataset() {
         for i in 0..theirs.num_columns() {
             assert_eq!(mine.column(i), theirs.column(i), "pylance reads our delete");
         }
-        // Adding rows is refused, naming the version, and commits nothing.
+        // Adding rows with a list column at 2.2 is refused by name and
+        // commits nothing.
         let before = ds.versions().await.unwrap().len();
+        let some = mine.project(&[0, 1, 2, 3, 4]).unwrap().slice(0, 10);
         let err = ds
-            .append(&[rows(100_000..100_010)], &WriteParams::default())
+            .append(&[some], &WriteParams::default())
             .await
             .unwrap_err()
             .to_string();
-        assert!(err.contains("2.2"), "{err}");
+        assert!(err.contains("list"), "{err}");
         assert_eq!(ds.versions().await.unwrap().len(), before);
+    });
+}
+
+/// Rows we add to a pylance-default (2.2) dataset are 2.2 files pylance
+/// reads back equal, beside its own, after a delete of ours.
+#[test]
+fn we_append_to_a_pylance_default_dataset() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&py, "write_flat", dir.path());
+    assert!(out.contains("2.2"), "{out}");
+    runtime().block_on(async {
+        let uri = dir.path().join("py_flat").to_str().unwrap().to_string();
+        let ds = Dataset::open(&uri).await.unwrap();
+        let theirs = read_ipc(&dir.path().join("py_flat.arrow"));
+        let mine = ds.scan().collect().await.unwrap();
+        assert_eq!(mine.columns(), theirs.columns());
+        // Append pylance's own rows again (ids shifted), then delete some.
+        let shifted = {
+            let id = arrow_array::Int64Array::from_iter_values((0..5000).map(|i| i + 10_000));
+            let mut cols = theirs.columns().to_vec();
+            cols[0] = Arc::new(id);
+            RecordBatch::try_new(theirs.schema(), cols).unwrap()
+        };
+        let params = WriteParams {
+            max_rows_per_file: 3000,
+            ..Default::default()
+        };
+        let ds = ds.append(&[shifted.clone()], &params).await.unwrap();
+        for f in &ds.manifest().fragments[3..] {
+            assert_eq!(
+                (f.files[0].file_major_version, f.files[0].file_minor_version),
+                (2, 2)
+            );
+        }
+        let ds = ds
+            .delete_where(&["id"], |b| {
+                let id = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int64Array>()
+                    .unwrap();
+                Ok(id.iter().map(|v| v.map(|v| v % 10 == 3)).collect())
+            })
+            .await
+            .unwrap();
+        let mine = ds
+            .scan()
+            .project(&["id", "name", "score", "emb", "st", "_rowid"])
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(mine.num_rows(), 9000);
+        let out = Command::new(&py)
+            .arg(script())
+            .args(["dump_latest", dir.path().to_str().unwrap(), "py_flat"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs = read_ipc(&dir.path().join("py_latest.arrow"));
+        assert_eq!(mine.num_rows(), theirs.num_rows());
+        for i in 0..theirs.num_columns() {
+            assert_eq!(mine.column(i), theirs.column(i), "column {i}");
+        }
     });
 }
 
