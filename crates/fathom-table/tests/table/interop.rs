@@ -224,7 +224,7 @@ fn we_append_to_a_pylance_default_dataset() {
             max_rows_per_file: 3000,
             ..Default::default()
         };
-        let ds = ds.append(&[shifted.clone()], &params).await.unwrap();
+        let ds = ds.append(&[shifted], &params).await.unwrap();
         for f in &ds.manifest().fragments[3..] {
             assert_eq!(
                 (f.files[0].file_major_version, f.files[0].file_minor_version),
