@@ -7,7 +7,11 @@
 //!   selection;
 //! - a full scan of one column against Parquet;
 //! - peak heap allocated while writing 1M and 4M rows (bounded by pages,
-//!   not rows).
+//!   not rows);
+//! - the same take and scans on a file pylance wrote with its default
+//!   version (2.2: bit-packing, FSST, dictionaries, full-zip vectors), ours
+//!   against pylance's own `LanceFileReader` on that file (when pylance is
+//!   installed), and on a 2.2 file we wrote.
 //!
 //! Run: `cargo bench -p fathom-file --bench file_format --profile bench-fast`
 //! (`FATHOM_BENCH_ROWS` changes the row count).
@@ -178,6 +182,159 @@ fn parquet_scan(path: &std::path::Path, cols: &[usize]) -> usize {
         .sum()
 }
 
+/// Take and scans on 2.2 files: `(label, fathom ms on pylance's file,
+/// pylance ms on it, fathom ms on our own 2.2 file)`. Empty when pylance is
+/// not installed (our own 2.2 file alone is then still measured).
+fn bench_v22(
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<dyn ObjectStore>,
+    dir: &std::path::Path,
+    schema: &SchemaRef,
+    rows: usize,
+    idx: &[u64],
+    runs: usize,
+) -> Vec<(&'static str, f64, Option<f64>, f64)> {
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/pylance_file_bench.py");
+    // Our own 2.2 file, and the same rows as Arrow IPC for pylance to write.
+    let ipc = dir.join("t.arrow");
+    rt.block_on(async {
+        let mut w = FileWriter::try_new(
+            store.clone(),
+            "ours22.lance".into(),
+            schema,
+            FileWriterOptions {
+                version: fathom_file::FileVersion::V2_2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let f = std::fs::File::create(&ipc).unwrap();
+        let mut ipc_w = arrow_ipc::writer::FileWriter::try_new(f, schema).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        for s in (0..rows).step_by(10_000) {
+            let b = batch(schema, s, 10_000.min(rows - s), &mut rng);
+            w.write_batch(&b).await.unwrap();
+            ipc_w.write(&b).unwrap();
+        }
+        w.finish().await.unwrap();
+        ipc_w.finish().unwrap();
+    });
+    let pylance = std::process::Command::new(&py)
+        .arg(&script)
+        .arg("write")
+        .arg(&ipc)
+        .arg(dir.join("py22.lance"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    std::fs::remove_file(&ipc).ok();
+    let open = |name: &str| {
+        rt.block_on(FileReader::open(
+            store.clone(),
+            name.into(),
+            None,
+            FileReaderOptions::default(),
+        ))
+        .unwrap()
+    };
+    let names = ["id", "x", "category", "text", "ts", "vector"];
+    let cases: [(&'static str, Vec<usize>, bool); 4] = [
+        ("take 1000 rows, 2 columns", vec![0, 1], true),
+        (
+            "take 1000 rows, all 6 columns",
+            vec![0, 1, 2, 3, 4, 5],
+            true,
+        ),
+        ("scan of one column (x: float64)", vec![1], false),
+        ("scan of one column (text: utf8)", vec![3], false),
+    ];
+    // Each measurement opens the file, as pylance's does.
+    let measure = |name: &str, cols: &[usize], take: bool| {
+        let mut t: Vec<f64> = (0..runs)
+            .map(|_| {
+                let s = Instant::now();
+                let r = open(name);
+                let n = if take {
+                    rt.block_on(r.take(idx, Some(cols))).unwrap().num_rows()
+                } else {
+                    rt.block_on(async {
+                        let s = r.scan(0..rows as u64, Some(cols), 8192).unwrap();
+                        s.try_collect::<Vec<_>>()
+                            .await
+                            .unwrap()
+                            .iter()
+                            .map(|b| b.num_rows())
+                            .sum::<usize>()
+                    })
+                };
+                assert!(n > 0);
+                s.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        t.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        t[t.len() / 2]
+    };
+    let mut theirs = std::collections::HashMap::new();
+    if pylance {
+        let idx_file = dir.join("idx.txt");
+        std::fs::write(
+            &idx_file,
+            idx.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .unwrap();
+        let specs: Vec<String> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, (_, cols, take))| {
+                let cols: Vec<&str> = cols.iter().map(|c| names[*c]).collect();
+                format!(
+                    "{}{i}={}",
+                    if *take { "take" } else { "scan" },
+                    cols.join(",")
+                )
+            })
+            .collect();
+        let out = std::process::Command::new(&py)
+            .arg(&script)
+            .arg("time")
+            .arg(dir.join("py22.lance"))
+            .arg(&idx_file)
+            .args(&specs)
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((k, v)) = line.split_once(' ') {
+                theirs.insert(k.to_string(), v.parse::<f64>().unwrap_or(f64::NAN));
+            }
+        }
+        // Keyed by the spec's label part.
+        theirs = specs
+            .iter()
+            .zip(&cases)
+            .filter_map(|(spec, (label, _, _))| {
+                let k = spec.split('=').next().unwrap();
+                theirs.get(k).map(|v| (label.to_string(), *v))
+            })
+            .collect();
+    }
+    cases
+        .iter()
+        .map(|(label, cols, take)| {
+            let ours_on_theirs = if pylance {
+                measure("py22.lance", cols, *take)
+            } else {
+                f64::NAN
+            };
+            let own = measure("ours22.lance", cols, *take);
+            (*label, ours_on_theirs, theirs.get(*label).copied(), own)
+        })
+        .collect()
+}
+
 fn main() {
     let rows: usize = std::env::var("FATHOM_BENCH_ROWS")
         .ok()
@@ -297,6 +454,9 @@ fn main() {
     let (l, p) = time_pair(runs, || scan(3), || parquet_scan(&ppath, &[3]));
     report.push(("scan of one column (text: utf8)", l, p));
 
+    // File format 2.2: pylance's default file, and ours.
+    let v22 = bench_v22(&rt, &store, dir.path(), &schema, rows, &idx, runs);
+
     println!("fathom-file benchmark: {rows} rows, local disk, warm cache, median of {runs} runs");
     println!(
         "{:<36} {:>12} {:>12} {:>16}",
@@ -319,6 +479,22 @@ fn main() {
         parquet_size >> 20,
         lance_size as f64 / parquet_size as f64
     );
+    if !v22.is_empty() {
+        println!();
+        println!(
+            "{:<36} {:>12} {:>12} {:>16} {:>12}",
+            "2.2 file (pylance-written)",
+            "fathom ms",
+            "pylance ms",
+            "fathom / pylance",
+            "ours 2.2 ms"
+        );
+        for (label, ours, theirs, own) in &v22 {
+            let ratio = theirs.map_or("-".to_string(), |t| format!("{:.3}", ours / t));
+            let theirs = theirs.map_or("-".to_string(), |t| format!("{t:.2}"));
+            println!("{label:<36} {ours:>12.2} {theirs:>12} {ratio:>16} {own:>12.2}");
+        }
+    }
     for (n, peak, batch) in peaks {
         println!(
             "peak heap while writing {n} rows: {:.1} MiB (largest input batch {:.1} MiB, 6 columns x 8 MiB pages)",
