@@ -205,6 +205,127 @@ fn indices_of(v: Values, ctx: &Ctx) -> Result<Vec<u64>> {
     }
 }
 
+/// Decoded values gathered from several chunks.
+enum Acc {
+    Bits(arrow_buffer::BooleanBufferBuilder),
+    Fixed { bits: u64, data: Vec<u8>, n: usize },
+    Var { offsets: Vec<u64>, data: Vec<u8> },
+    Fsl {
+        dim: u64,
+        /// Item validity, started at the first chunk that has one.
+        validity: Option<arrow_buffer::BooleanBufferBuilder>,
+        items: usize,
+        child: Box<Acc>,
+    },
+}
+
+impl Acc {
+    fn like(v: &Values) -> Acc {
+        match v {
+            Values::Fixed { bits: 1, .. } => Acc::Bits(arrow_buffer::BooleanBufferBuilder::new(0)),
+            Values::Fixed { bits, .. } => Acc::Fixed {
+                bits: *bits,
+                data: Vec::new(),
+                n: 0,
+            },
+            Values::Var { .. } => Acc::Var {
+                offsets: vec![0],
+                data: Vec::new(),
+            },
+            Values::Fsl { dim, child, .. } => Acc::Fsl {
+                dim: *dim,
+                validity: None,
+                items: 0,
+                child: Box::new(Acc::like(child)),
+            },
+        }
+    }
+
+    fn append(&mut self, v: &Values, r: Range<usize>, ctx: &Ctx) -> Result<()> {
+        let mismatch = || ctx.corrupt("chunks of one page decode to different shapes");
+        match (self, v) {
+            (Acc::Bits(b), Values::Fixed { bits: 1, data, .. }) => {
+                b.append_packed_range(r, data);
+            }
+            (Acc::Fixed { bits, data, n }, Values::Fixed { bits: b2, data: d, .. })
+                if bits == b2 =>
+            {
+                let w = (*bits / 8) as usize;
+                data.extend_from_slice(&d[r.start * w..r.end * w]);
+                *n += r.len();
+            }
+            (Acc::Var { offsets, data }, Values::Var { offsets: o, data: d }) => {
+                let (at, first) = (data.len() as u64, o[r.start]);
+                data.extend_from_slice(&d[first as usize..o[r.end] as usize]);
+                offsets.extend(o[r.start + 1..=r.end].iter().map(|x| x - first + at));
+            }
+            (
+                Acc::Fsl {
+                    dim,
+                    validity,
+                    items,
+                    child,
+                },
+                Values::Fsl {
+                    dim: d2,
+                    validity: v2,
+                    child: c2,
+                },
+            ) if dim == d2 => {
+                let d = *dim as usize;
+                let ir = r.start * d..r.end * d;
+                match (validity.as_mut(), v2) {
+                    (Some(b), Some(v)) => b.append_packed_range(ir.clone(), v),
+                    (Some(b), None) => b.append_n(ir.len(), true),
+                    (None, Some(v)) => {
+                        let mut b = arrow_buffer::BooleanBufferBuilder::new(*items + ir.len());
+                        b.append_n(*items, true);
+                        b.append_packed_range(ir.clone(), v);
+                        *validity = Some(b);
+                    }
+                    (None, None) => {}
+                }
+                *items += ir.len();
+                child.append(c2, ir, ctx)?;
+            }
+            _ => return Err(mismatch()),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Values {
+        match self {
+            Acc::Bits(mut b) => {
+                let n = b.len();
+                Values::Fixed {
+                    bits: 1,
+                    data: Bytes::copy_from_slice(b.finish().values()),
+                    n,
+                }
+            }
+            Acc::Fixed { bits, data, n } => Values::Fixed {
+                bits,
+                data: Bytes::from(data),
+                n,
+            },
+            Acc::Var { offsets, data } => Values::Var {
+                offsets,
+                data: Bytes::from(data),
+            },
+            Acc::Fsl {
+                dim,
+                validity,
+                child,
+                ..
+            } => Values::Fsl {
+                dim,
+                validity: validity.map(|mut b| Bytes::copy_from_slice(b.finish().values())),
+                child: Box::new(child.finish()),
+            },
+        }
+    }
+}
+
 fn concat_arrays(arrays: Vec<ArrayRef>) -> Result<ArrayRef> {
     if arrays.len() == 1 {
         return Ok(arrays.into_iter().next().unwrap());
@@ -592,17 +713,18 @@ impl Inner {
         }
         let ranges: Vec<Range<u64>> = wanted.iter().map(|i| index[*i].bytes.clone()).collect();
         let fetched = self.io.read_ranges(&ranges).await?;
-        let value_dt = if dict.is_some() {
-            &DataType::UInt64
-        } else {
-            dt
-        };
-        let mut decoded: Vec<(Range<u64>, ArrayRef, Marks)> = Vec::with_capacity(wanted.len());
+        // Per chunk: decode, then copy the selected rows' values straight
+        // into one accumulator (no per-chunk arrays).
+        let mut acc: Option<Acc> = None;
+        let mut marks: Vec<u8> = Vec::new();
+        let mut any_marks = false;
+        let mut r_i = 0usize;
+        let mut pos = sel.first().map_or(0, |r| r.start);
         for (i, bytes) in wanted.iter().zip(fetched) {
             let chunk = &index[*i];
             let n = (chunk.items.end - chunk.items.start) as usize;
             let mut parts = v21::split_chunk(mb, &bytes, ctx)?;
-            let marks = match (&mb.def, parts.def.take()) {
+            let chunk_marks = match (&mb.def, parts.def.take()) {
                 (Some(comp), Some(b)) => {
                     let def = v21::levels(comp.decode_block(b, n, ctx)?, n, ctx)?;
                     Some(marks_from_def(&def, &mb.layers, ctx)?)
@@ -610,33 +732,40 @@ impl Inner {
                 _ => None,
             };
             let values = mb.values.decode_chunk(&mut parts.bufs, n, ctx)?;
-            let array = match &dict {
-                Some(_) => Arc::new(UInt64Array::from(indices_of(values, ctx)?)) as ArrayRef,
-                None => to_array(value_dt, values, ctx)?,
-            };
-            decoded.push((chunk.items.clone(), array, marks));
-        }
-        // Slice the selection out of the decoded chunks.
-        let mut arrays = Vec::new();
-        let mut marks = Vec::new();
-        let mut k = 0;
-        for r in sel {
-            let mut s = r.start;
-            while s < r.end {
-                while decoded[k].0.end <= s {
-                    k += 1;
+            let acc = acc.get_or_insert_with(|| Acc::like(&values));
+            // The selected rows inside this chunk.
+            while r_i < sel.len() && pos < chunk.items.end {
+                let r = &sel[r_i];
+                let s = pos.max(r.start).max(chunk.items.start);
+                let e = r.end.min(chunk.items.end);
+                if s < e {
+                    let local = (s - chunk.items.start) as usize..(e - chunk.items.start) as usize;
+                    acc.append(&values, local.clone(), ctx)?;
+                    match &chunk_marks {
+                        Some(m) => {
+                            any_marks = true;
+                            marks.extend_from_slice(&m[local]);
+                        }
+                        None => marks.extend(std::iter::repeat_n(0, e as usize - s as usize)),
+                    }
                 }
-                let (items, a, m) = &decoded[k];
-                let e = r.end.min(items.end);
-                let off = (s - items.start) as usize;
-                let len = (e - s) as usize;
-                arrays.push(a.slice(off, len));
-                marks.push((len, m.as_ref().map(|m| m[off..off + len].to_vec())));
-                s = e;
+                if r.end <= chunk.items.end {
+                    r_i += 1;
+                    pos = sel.get(r_i).map_or(u64::MAX, |r| r.start);
+                } else {
+                    pos = chunk.items.end;
+                    break;
+                }
             }
         }
-        let array = concat_arrays(arrays)?;
-        let marks = concat_marks(marks);
+        let marks = any_marks.then_some(marks);
+        let values = acc
+            .map(Acc::finish)
+            .ok_or_else(|| ctx.corrupt("no mini-block chunk for the selected rows"))?;
+        let array = match &dict {
+            Some(_) => Arc::new(UInt64Array::from(indices_of(values, ctx)?)) as ArrayRef,
+            None => to_array(dt, values, ctx)?,
+        };
         let array = match dict {
             None => array,
             Some(d) => {

@@ -373,30 +373,39 @@ impl SymbolTable {
         if !self.enabled {
             return Ok((offsets.to_vec(), Bytes::copy_from_slice(data)));
         }
-        let mut out = Vec::with_capacity(data.len() * 3);
+        // A code expands to at most 8 bytes: size the output for that
+        // (plus one word of slack) and write whole 8-byte symbols, moving
+        // on by their length.
+        let mut out = vec![0u8; data.len() * 8 + 8];
+        let mut o = 0usize;
         let mut outs = Vec::with_capacity(offsets.len());
         outs.push(0);
         for w in offsets.windows(2) {
-            let mut i = w[0] as usize;
-            let end = w[1] as usize;
+            let (mut i, end) = (w[0] as usize, w[1] as usize);
+            if end > data.len() || i > end {
+                return Err(ctx.corrupt("FSST offsets past their bytes"));
+            }
             while i < end {
                 let code = data[i] as usize;
                 if code == 255 {
                     if i + 1 >= end {
                         return Err(ctx.corrupt("FSST escape at the end of a string"));
                     }
-                    out.push(data[i + 1]);
+                    out[o] = data[i + 1];
+                    o += 1;
                     i += 2;
                 } else {
                     let Some(sym) = self.symbols.get(code) else {
                         return Err(ctx.corrupt(format!("FSST code {code} has no symbol")));
                     };
-                    out.extend_from_slice(&sym[..self.lens[code] as usize]);
+                    out[o..o + 8].copy_from_slice(sym);
+                    o += self.lens[code] as usize;
                     i += 1;
                 }
             }
-            outs.push(out.len() as u64);
+            outs.push(o as u64);
         }
+        out.truncate(o);
         Ok((outs, Bytes::from(out)))
     }
 }
