@@ -621,7 +621,18 @@ impl FileReader {
             .map(move |r| {
                 let reader = reader.clone();
                 let proj = proj.clone();
-                async move { reader.read_selection(&[r], Some(&proj)).await }
+                let step = async move { reader.read_selection(&[r], Some(&proj)).await };
+                // Decoding is CPU work: run each step as its own task so the
+                // next step decodes on another core while this one is used.
+                async move {
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(h) => h
+                            .spawn(step)
+                            .await
+                            .map_err(|e| Error::invalid(format!("scan step failed: {e}")))?,
+                        Err(_) => step.await,
+                    }
+                }
             })
             .buffered(2)
             .flat_map(move |res| {

@@ -208,8 +208,15 @@ fn indices_of(v: Values, ctx: &Ctx) -> Result<Vec<u64>> {
 /// Decoded values gathered from several chunks.
 enum Acc {
     Bits(arrow_buffer::BooleanBufferBuilder),
-    Fixed { bits: u64, data: Vec<u8>, n: usize },
-    Var { offsets: Vec<u64>, data: Vec<u8> },
+    Fixed {
+        bits: u64,
+        data: Vec<u8>,
+        n: usize,
+    },
+    Var {
+        offsets: Vec<u64>,
+        data: Vec<u8>,
+    },
     Fsl {
         dim: u64,
         /// Item validity, started at the first chunk that has one.
@@ -241,20 +248,54 @@ impl Acc {
         }
     }
 
+    /// Reserves room for `rows` values as wide as those of `v`.
+    fn reserve(&mut self, v: &Values, rows: usize) {
+        let per = |bytes: usize, n: usize| bytes.div_ceil(n.max(1));
+        match (self, v) {
+            (Acc::Fixed { data, .. }, Values::Fixed { data: d, n, .. }) => {
+                data.reserve(per(d.len(), *n) * rows)
+            }
+            (
+                Acc::Var { offsets, data },
+                Values::Var {
+                    offsets: o,
+                    data: d,
+                },
+            ) => {
+                offsets.reserve(rows);
+                // A little over the average, so one reservation usually holds.
+                data.reserve(per(d.len(), o.len() - 1) * rows / 8 * 9);
+            }
+            (Acc::Fsl { child, dim, .. }, Values::Fsl { child: c, .. }) => {
+                child.reserve(c, rows * *dim as usize)
+            }
+            _ => {}
+        }
+    }
+
     fn append(&mut self, v: &Values, r: Range<usize>, ctx: &Ctx) -> Result<()> {
         let mismatch = || ctx.corrupt("chunks of one page decode to different shapes");
         match (self, v) {
             (Acc::Bits(b), Values::Fixed { bits: 1, data, .. }) => {
                 b.append_packed_range(r, data);
             }
-            (Acc::Fixed { bits, data, n }, Values::Fixed { bits: b2, data: d, .. })
-                if bits == b2 =>
-            {
+            (
+                Acc::Fixed { bits, data, n },
+                Values::Fixed {
+                    bits: b2, data: d, ..
+                },
+            ) if bits == b2 => {
                 let w = (*bits / 8) as usize;
                 data.extend_from_slice(&d[r.start * w..r.end * w]);
                 *n += r.len();
             }
-            (Acc::Var { offsets, data }, Values::Var { offsets: o, data: d }) => {
+            (
+                Acc::Var { offsets, data },
+                Values::Var {
+                    offsets: o,
+                    data: d,
+                },
+            ) => {
                 let (at, first) = (data.len() as u64, o[r.start]);
                 data.extend_from_slice(&d[first as usize..o[r.end] as usize]);
                 offsets.extend(o[r.start + 1..=r.end].iter().map(|x| x - first + at));
@@ -732,7 +773,12 @@ impl Inner {
                 _ => None,
             };
             let values = mb.values.decode_chunk(&mut parts.bufs, n, ctx)?;
-            let acc = acc.get_or_insert_with(|| Acc::like(&values));
+            let acc = acc.get_or_insert_with(|| {
+                // Room for every selected row at this chunk's width.
+                let mut a = Acc::like(&values);
+                a.reserve(&values, sel_len(sel) as usize);
+                a
+            });
             // The selected rows inside this chunk.
             while r_i < sel.len() && pos < chunk.items.end {
                 let r = &sel[r_i];

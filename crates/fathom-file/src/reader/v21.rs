@@ -373,11 +373,22 @@ impl SymbolTable {
         if !self.enabled {
             return Ok((offsets.to_vec(), Bytes::copy_from_slice(data)));
         }
-        // A code expands to at most 8 bytes: size the output for that
-        // (plus one word of slack) and write whole 8-byte symbols, moving
-        // on by their length.
-        let mut out = vec![0u8; data.len() * 8 + 8];
+        // Codes index 256-entry tables (a length of 0 marks a code with no
+        // symbol). A code expands to at most 8 bytes, so an output of 8
+        // bytes per input byte (plus a word of slack) holds every string,
+        // and each symbol is written as a whole 8-byte word, moving on by
+        // its length.
+        let mut syms = [0u64; 256];
+        let mut lens = [0u8; 256];
+        for (i, (s, l)) in self.symbols.iter().zip(&self.lens).enumerate() {
+            syms[i] = u64::from_le_bytes(*s);
+            lens[i] = *l;
+        }
+        let cap = data.len() * 8 + 8;
+        let mut out: Vec<u8> = Vec::with_capacity(cap);
+        let dst = out.as_mut_ptr();
         let mut o = 0usize;
+        let mut bad = false;
         let mut outs = Vec::with_capacity(offsets.len());
         outs.push(0);
         for w in offsets.windows(2) {
@@ -385,27 +396,48 @@ impl SymbolTable {
             if end > data.len() || i > end {
                 return Err(ctx.corrupt("FSST offsets past their bytes"));
             }
+            // Four codes at a time while none of them is an escape.
+            while i + 4 <= end {
+                let w = u32::from_le_bytes(data[i..i + 4].try_into().unwrap());
+                let x = !w; // an escape (0xFF) byte is a zero byte of x
+                if x.wrapping_sub(0x0101_0101) & !x & 0x8080_8080 != 0 {
+                    break;
+                }
+                for k in 0..4 {
+                    let code = ((w >> (8 * k)) & 0xFF) as usize;
+                    // SAFETY: o + 8 <= cap, as below.
+                    unsafe { (dst.add(o) as *mut u64).write_unaligned(syms[code].to_le()) };
+                    bad |= lens[code] == 0;
+                    o += lens[code] as usize;
+                }
+                i += 4;
+            }
             while i < end {
                 let code = data[i] as usize;
                 if code == 255 {
-                    if i + 1 >= end {
+                    let Some(b) = data.get(i + 1).filter(|_| i + 1 < end) else {
                         return Err(ctx.corrupt("FSST escape at the end of a string"));
-                    }
-                    out[o] = data[i + 1];
+                    };
+                    // SAFETY: o + 8 <= cap: each input byte adds at most 8
+                    // output bytes and the buffer has 8 bytes of slack.
+                    unsafe { dst.add(o).write(*b) };
                     o += 1;
                     i += 2;
                 } else {
-                    let Some(sym) = self.symbols.get(code) else {
-                        return Err(ctx.corrupt(format!("FSST code {code} has no symbol")));
-                    };
-                    out[o..o + 8].copy_from_slice(sym);
-                    o += self.lens[code] as usize;
+                    // SAFETY: as above; the write is unaligned by design.
+                    unsafe { (dst.add(o) as *mut u64).write_unaligned(syms[code].to_le()) };
+                    bad |= lens[code] == 0;
+                    o += lens[code] as usize;
                     i += 1;
                 }
             }
             outs.push(o as u64);
         }
-        out.truncate(o);
+        if bad {
+            return Err(ctx.corrupt("FSST code without a symbol"));
+        }
+        // SAFETY: bytes 0..o were written above (o <= cap).
+        unsafe { out.set_len(o) };
         Ok((outs, Bytes::from(out)))
     }
 }
@@ -645,15 +677,21 @@ fn general_decompress(scheme: Scheme, b: &[u8], ctx: &Ctx) -> Result<Bytes> {
     }
 }
 
-/// Little-endian words of `bytes` as `T` (copied: file bytes need not be aligned).
-fn words<T: Word>(b: &[u8]) -> Vec<T> {
-    b.chunks_exact(T::BYTES).map(T::from_le).collect()
+// Words are read and written in the machine's order: Lance files are
+// little-endian.
+#[cfg(target_endian = "big")]
+compile_error!("the 2.1+ decoders assume a little-endian machine");
+
+/// Little-endian words of `bytes` as `T`: borrowed when aligned, else copied.
+fn words<T: Word>(b: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    match bytemuck::try_cast_slice(b) {
+        Ok(w) => std::borrow::Cow::Borrowed(w),
+        Err(_) => std::borrow::Cow::Owned(bytemuck::pod_collect_to_vec(b)),
+    }
 }
 
-trait Word: Copy + Default + BitPacking {
+trait Word: Copy + Default + BitPacking + bytemuck::Pod + Send + Sync {
     const BYTES: usize;
-    fn from_le(b: &[u8]) -> Self;
-    fn put_le(self, out: &mut Vec<u8>);
     fn as_u64(self) -> u64;
 }
 
@@ -661,12 +699,6 @@ macro_rules! word {
     ($t:ty, $n:expr) => {
         impl Word for $t {
             const BYTES: usize = $n;
-            fn from_le(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().unwrap())
-            }
-            fn put_le(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
             fn as_u64(self) -> u64 {
                 self as u64
             }
@@ -678,19 +710,33 @@ word!(u16, 2);
 word!(u32, 4);
 word!(u64, 8);
 
+/// Decoded words handed to `Bytes` without a copy.
+struct OwnedWords<T>(Vec<T>);
+
+impl<T: bytemuck::Pod> AsRef<[u8]> for OwnedWords<T> {
+    fn as_ref(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.0)
+    }
+}
+
+fn into_bytes<T: Word>(mut v: Vec<T>, n: usize) -> Bytes {
+    v.truncate(n);
+    Bytes::from_owner(OwnedWords(v))
+}
+
 /// Unpacks one block of 1,024 values packed at `width` bits (FastLanes
-/// layout, through Lance's own `lance-bitpacking`).
-fn unpack_block<T: Word>(width: usize, packed: &[T], out: &mut Vec<u8>) {
-    let mut block = [T::default(); PACK_BLOCK];
-    if width > 0 {
-        // SAFETY: callers pass exactly 1024 * width / bits(T) input words
-        // (checked below) and a 1,024-word output.
-        assert_eq!(packed.len(), PACK_BLOCK * width / (T::BYTES * 8));
-        unsafe { T::unchecked_unpack(width, packed, &mut block) };
+/// layout, through Lance's own `lance-bitpacking`) into `out`.
+fn unpack_block<T: Word>(width: usize, packed: &[T], out: &mut [T]) {
+    if width == 0 {
+        out.fill(T::default());
+        return;
     }
-    for v in block {
-        v.put_le(out);
-    }
+    // The kernel's contract, checked: exactly 1024 * width / bits(T) input
+    // words and a 1,024-word output.
+    assert_eq!(packed.len(), PACK_BLOCK * width / (T::BYTES * 8));
+    assert_eq!(out.len(), PACK_BLOCK);
+    // SAFETY: the lengths are as the kernel requires (asserted above).
+    unsafe { T::unchecked_unpack(width, packed, out) };
 }
 
 fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
@@ -703,7 +749,7 @@ fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
             b.len()
         )));
     }
-    let w: Vec<T> = words(b);
+    let w = words::<T>(b);
     let width = w[0].as_u64() as usize;
     if width > T::BYTES * 8 || (w.len() - 1) * T::BYTES * 8 != PACK_BLOCK * width {
         return Err(ctx.corrupt(format!(
@@ -711,14 +757,16 @@ fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
             b.len()
         )));
     }
-    let mut out = Vec::with_capacity(PACK_BLOCK * T::BYTES);
+    let mut out = vec![T::default(); PACK_BLOCK];
     unpack_block::<T>(width, &w[1..], &mut out);
-    out.truncate(n * T::BYTES);
-    Ok(Bytes::from(out))
+    Ok(into_bytes(out, n))
 }
 
 fn out_of_line_unpack<T: Word>(b: &[u8], n: usize, width: usize, ctx: &Ctx) -> Result<Bytes> {
-    let w: Vec<T> = words(b);
+    if !b.len().is_multiple_of(T::BYTES) {
+        return Err(ctx.corrupt("bit-packed buffer of a partial word"));
+    }
+    let w = words::<T>(b);
     let per_block = (PACK_BLOCK * width).div_ceil(T::BYTES * 8);
     let full = n / PACK_BLOCK;
     let tail = n % PACK_BLOCK;
@@ -731,28 +779,30 @@ fn out_of_line_unpack<T: Word>(b: &[u8], n: usize, width: usize, ctx: &Ctx) -> R
         } else {
             per_block
         };
-    if w.len() != expect || !b.len().is_multiple_of(T::BYTES) {
+    if w.len() != expect {
         return Err(ctx.corrupt(format!(
             "bit-packed buffer of {} bytes does not hold {n} values of {width} bits",
             b.len()
         )));
     }
-    let mut out = Vec::with_capacity((full + 1) * PACK_BLOCK * T::BYTES);
+    let mut out = vec![T::default(); (full + 1) * PACK_BLOCK];
     for k in 0..full {
-        unpack_block::<T>(width, &w[k * per_block..(k + 1) * per_block], &mut out);
+        unpack_block::<T>(
+            width,
+            &w[k * per_block..(k + 1) * per_block],
+            &mut out[k * PACK_BLOCK..(k + 1) * PACK_BLOCK],
+        );
     }
     if tail > 0 {
         let rest = &w[full * per_block..];
+        let dst = &mut out[full * PACK_BLOCK..(full + 1) * PACK_BLOCK];
         if raw_tail {
-            for v in rest {
-                v.put_le(&mut out);
-            }
+            dst[..tail].copy_from_slice(rest);
         } else {
-            unpack_block::<T>(width, rest, &mut out);
+            unpack_block::<T>(width, rest, dst);
         }
     }
-    out.truncate(n * T::BYTES);
-    Ok(Bytes::from(out))
+    Ok(into_bytes(out, n))
 }
 
 fn by_word<F8, F16, F32, F64>(bits: u64, f8: F8, f16: F16, f32: F32, f64: F64) -> Result<Bytes>
