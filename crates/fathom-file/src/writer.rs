@@ -162,6 +162,14 @@ enum ColumnEncoder {
         /// 2.1+: structs around this one, plus one.
         depth: Option<usize>,
     },
+    /// 2.1+: a top-level field holding lists (columns `first..first + leaves`).
+    Nested21 {
+        first: usize,
+        leaves: usize,
+        name: String,
+        pending: Vec<ArrayRef>,
+        pending_bytes: usize,
+    },
 }
 
 /// Column number of a struct in a 2.1+ file (only leaves have columns).
@@ -173,15 +181,28 @@ impl ColumnEncoder {
     /// `depth`: `Some(structs around the field)` when writing 2.1+.
     fn new(field: &LanceField, next_column: &mut usize, depth: Option<usize>) -> Result<Self> {
         let dt = field.data_type()?;
+        if depth == Some(0) && encode21::has_list(&dt) {
+            // A top-level field holding lists: its leaves' levels are
+            // computed from whole rows.
+            let first = *next_column;
+            *next_column += encode21::leaf_count(&dt);
+            return Ok(ColumnEncoder::Nested21 {
+                first,
+                leaves: encode21::leaf_count(&dt),
+                name: field.name.clone(),
+                pending: vec![],
+                pending_bytes: 0,
+            });
+        }
         let column = if depth.is_some() && matches!(dt, DataType::Struct(_)) {
             NO_COLUMN
         } else {
             *next_column += 1;
             *next_column - 1
         };
-        if depth.is_some() && matches!(dt, DataType::List(_) | DataType::LargeList(_)) {
+        if depth.is_some() && encode21::has_list(&dt) {
             return Err(Error::invalid(format!(
-                "column '{}' is a list: writing lists into 2.1/2.2 files is not implemented",
+                "column '{}': lists inside structs are not written to 2.1/2.2 files",
                 field.name
             )));
         }
@@ -272,6 +293,17 @@ impl ColumnEncoder {
                     if *pending_bytes >= opts.page_size_bytes {
                         self.flush(opts, out)?;
                     }
+                }
+            }
+            ColumnEncoder::Nested21 {
+                pending,
+                pending_bytes,
+                ..
+            } => {
+                *pending_bytes += arr.get_array_memory_size();
+                pending.push(compact(arr));
+                if *pending_bytes >= opts.page_size_bytes {
+                    self.flush(opts, out)?;
                 }
             }
             ColumnEncoder::List {
@@ -408,6 +440,28 @@ impl ColumnEncoder {
                 }
             }
             ColumnEncoder::Struct { .. } => {}
+            ColumnEncoder::Nested21 {
+                first,
+                name,
+                pending,
+                pending_bytes,
+                ..
+            } => {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let refs: Vec<&dyn Array> = pending.iter().map(|a| a.as_ref()).collect();
+                let arr = arrow_select::concat::concat(&refs)?;
+                pending.clear();
+                *pending_bytes = 0;
+                let pages = encode21::encode_nested21(&arr, opts.version == FileVersion::V2_2)
+                    .map_err(|e| Error::invalid(format!("column '{name}': {e}")))?;
+                for (k, leaf_pages) in pages.into_iter().enumerate() {
+                    for p in leaf_pages {
+                        out.push((*first + k, p));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -415,7 +469,7 @@ impl ColumnEncoder {
     fn finish(&mut self, opts: &FileWriterOptions, out: &mut Out) -> Result<()> {
         self.flush(opts, out)?;
         match self {
-            ColumnEncoder::Leaf { .. } => {}
+            ColumnEncoder::Leaf { .. } | ColumnEncoder::Nested21 { .. } => {}
             ColumnEncoder::List { child, .. } => child.finish(opts, out)?,
             ColumnEncoder::Struct {
                 column,
@@ -444,6 +498,13 @@ impl ColumnEncoder {
             )
             .expect("an empty page encodes"),
             ColumnEncoder::Leaf { .. } => encode::encode_empty_leaf(),
+            ColumnEncoder::Nested21 { .. } => encode21::encode_leaf21(
+                &arrow_array::new_null_array(&DataType::Int32, 0),
+                None,
+                0,
+                false,
+            )
+            .expect("an empty page encodes"),
             ColumnEncoder::List { .. } => encode::encode_list_offsets(&[], &[]),
             ColumnEncoder::Struct { .. } => encode::encode_struct(0),
         }
@@ -454,6 +515,13 @@ impl ColumnEncoder {
             ColumnEncoder::Leaf { column, .. }
             | ColumnEncoder::List { column, .. }
             | ColumnEncoder::Struct { column, .. } => *column,
+            ColumnEncoder::Nested21 { leaves, .. } => {
+                // One entry per leaf column.
+                for _ in 0..*leaves {
+                    out.push(self);
+                }
+                return;
+            }
         };
         if column != NO_COLUMN {
             out.push(self);
@@ -461,7 +529,7 @@ impl ColumnEncoder {
         match self {
             ColumnEncoder::List { child, .. } => child.visit(out),
             ColumnEncoder::Struct { children, .. } => children.iter().for_each(|c| c.visit(out)),
-            ColumnEncoder::Leaf { .. } => {}
+            ColumnEncoder::Leaf { .. } | ColumnEncoder::Nested21 { .. } => {}
         }
     }
 }

@@ -189,9 +189,9 @@ fn has_list(t: &DataType) -> bool {
     }
 }
 
-/// Every leaf type and nested types (2.1+: structs with nulls, no lists:
-/// those are not written at 2.1+), with and without nulls and with many
-/// small pages; pylance and our reader read them equal to the batches.
+/// Every leaf type and nested types (2.1+: structs with nulls; lists at
+/// the top level, not inside structs), with and without nulls and with
+/// many small pages; pylance and our reader read them equal to the batches.
 fn pylance_reads_what_we_write_at(version: FileVersion) {
     let Some(py) = pylance() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -212,7 +212,9 @@ fn pylance_reads_what_we_write_at(version: FileVersion) {
                     t,
                     DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_)
                 );
-                if nested && (version == FileVersion::V2_0 || !has_list(&t)) {
+                // 2.1+ writes lists at the top level only (not in structs).
+                let in_struct = matches!(&t, DataType::Struct(_)) && has_list(&t);
+                if nested && (version == FileVersion::V2_0 || !in_struct) {
                     break t;
                 }
             };

@@ -111,8 +111,8 @@ fn we_read_every_version_pylance_writes() {
 }
 
 /// pylance's default data storage version (2.2 in pylance 14): every
-/// version reads equal to pylance; a delete by us is read back by pylance;
-/// adding rows is refused by name (we write 2.0 data files only).
+/// version reads equal to pylance; a delete by us and rows we add (with a
+/// list column) are read back by pylance.
 #[test]
 fn pylance_default_version_dataset() {
     let Some(py) = pylance() else { return };
@@ -185,17 +185,35 @@ fn pylance_default_version_dataset() {
         for i in 0..theirs.num_columns() {
             assert_eq!(mine.column(i), theirs.column(i), "pylance reads our delete");
         }
-        // Adding rows with a list column at 2.2 is refused by name and
-        // commits nothing.
-        let before = ds.versions().await.unwrap().len();
-        let some = mine.project(&[0, 1, 2, 3, 4]).unwrap().slice(0, 10);
-        let err = ds
-            .append(&[some], &WriteParams::default())
+        // Rows we add (a list column among them) are 2.2 files that
+        // pylance reads back.
+        let some = mine.project(&[0, 1, 2, 3, 4]).unwrap().slice(0, 50);
+        let ds = ds.append(&[some], &WriteParams::default()).await.unwrap();
+        let last = ds.manifest().fragments.last().unwrap();
+        assert_eq!(
+            (
+                last.files[0].file_major_version,
+                last.files[0].file_minor_version
+            ),
+            (2, 2)
+        );
+        let mine = ds
+            .scan()
+            .project(&["id", "name", "score", "tags", "extra", "_rowid"])
+            .unwrap()
+            .collect()
             .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("list"), "{err}");
-        assert_eq!(ds.versions().await.unwrap().len(), before);
+            .unwrap();
+        run(&py, "dump_latest", dir.path());
+        let theirs = read_ipc(&dir.path().join("py_latest.arrow"));
+        assert_eq!(
+            mine.num_rows(),
+            theirs.num_rows(),
+            "pylance reads our append"
+        );
+        for i in 0..theirs.num_columns() {
+            assert_eq!(mine.column(i), theirs.column(i), "pylance reads our append");
+        }
     });
 }
 
