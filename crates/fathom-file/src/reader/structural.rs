@@ -772,28 +772,14 @@ impl Inner {
                 }
                 _ => None,
             };
-            let values = mb.values.decode_chunk(&mut parts.bufs, n, ctx)?;
-            let acc = acc.get_or_insert_with(|| {
-                // Room for every selected row at this chunk's width.
-                let mut a = Acc::like(&values);
-                a.reserve(&values, sel_len(sel) as usize);
-                a
-            });
-            // The selected rows inside this chunk.
+            // The selected rows inside this chunk, as local ranges.
+            let mut local: Vec<Range<usize>> = Vec::new();
             while r_i < sel.len() && pos < chunk.items.end {
                 let r = &sel[r_i];
                 let s = pos.max(r.start).max(chunk.items.start);
                 let e = r.end.min(chunk.items.end);
                 if s < e {
-                    let local = (s - chunk.items.start) as usize..(e - chunk.items.start) as usize;
-                    acc.append(&values, local.clone(), ctx)?;
-                    match &chunk_marks {
-                        Some(m) => {
-                            any_marks = true;
-                            marks.extend_from_slice(&m[local]);
-                        }
-                        None => marks.extend(std::iter::repeat_n(0, e as usize - s as usize)),
-                    }
+                    local.push((s - chunk.items.start) as usize..(e - chunk.items.start) as usize);
                 }
                 if r.end <= chunk.items.end {
                     r_i += 1;
@@ -802,6 +788,49 @@ impl Inner {
                     pos = chunk.items.end;
                     break;
                 }
+            }
+            let picked: usize = local.iter().map(|r| r.len()).sum();
+            // A few rows of a big chunk: decode just those values.
+            let sparse = if picked * 16 < n {
+                let rows: Vec<usize> = local.iter().flat_map(|r| r.clone()).collect();
+                mb.values
+                    .decode_chunk_rows(&parts.bufs, n, &rows, ctx)?
+                    .map(|v| (v, rows))
+            } else {
+                None
+            };
+            let (values, ranges, rows) = match sparse {
+                Some((v, rows)) => {
+                    let k = v.len();
+                    (v, vec![0..k], Some(rows))
+                }
+                None => (
+                    mb.values.decode_chunk(&mut parts.bufs, n, ctx)?,
+                    local.clone(),
+                    None,
+                ),
+            };
+            let acc = acc.get_or_insert_with(|| {
+                // Room for every selected row at this chunk's width.
+                let mut a = Acc::like(&values);
+                a.reserve(&values, sel_len(sel) as usize);
+                a
+            });
+            for r in ranges {
+                acc.append(&values, r, ctx)?;
+            }
+            match (&chunk_marks, rows) {
+                (Some(m), Some(rows)) => {
+                    any_marks = true;
+                    marks.extend(rows.iter().map(|r| m[*r]));
+                }
+                (Some(m), None) => {
+                    any_marks = true;
+                    for r in &local {
+                        marks.extend_from_slice(&m[r.clone()]);
+                    }
+                }
+                (None, _) => marks.extend(std::iter::repeat_n(0, picked)),
             }
         }
         let marks = any_marks.then_some(marks);

@@ -805,6 +805,83 @@ fn out_of_line_unpack<T: Word>(b: &[u8], n: usize, width: usize, ctx: &Ctx) -> R
     Ok(into_bytes(out, n))
 }
 
+/// Where each of a block's 1,024 values sits in Lance's FastLanes layout:
+/// value `FL_ORDER[row / 8] * 16 + (row % 8) * 128 + lane` is the `row`-th
+/// packed value of lane `lane` (lanes = 1024 / bits of the word).
+fn fl_positions(word_bits: usize) -> &'static [(u16, u16)] {
+    static TABLES: [OnceLock<Vec<(u16, u16)>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    let slot = match word_bits {
+        8 => 0,
+        16 => 1,
+        32 => 2,
+        _ => 3,
+    };
+    TABLES[slot].get_or_init(|| {
+        let lanes = PACK_BLOCK / word_bits;
+        let mut t = vec![(0u16, 0u16); PACK_BLOCK];
+        for row in 0..word_bits {
+            for lane in 0..lanes {
+                let idx = lance_bitpacking::FL_ORDER[row / 8] * 16 + (row % 8) * 128 + lane;
+                t[idx] = (row as u16, lane as u16);
+            }
+        }
+        t
+    })
+}
+
+/// Value `idx` of one packed block, without unpacking the others.
+fn unpack_one<T: Word>(packed: &[T], width: usize, idx: usize) -> u64 {
+    if width == 0 {
+        return 0;
+    }
+    let tb = T::BYTES * 8;
+    let lanes = PACK_BLOCK / tb;
+    let (row, lane) = fl_positions(tb)[idx];
+    let bit = row as usize * width;
+    let (k, shift) = (bit / tb, bit % tb);
+    let mut v = packed[lanes * k + lane as usize].as_u64() >> shift;
+    if shift + width > tb {
+        v |= packed[lanes * (k + 1) + lane as usize].as_u64() << (tb - shift);
+    }
+    if width >= 64 {
+        v
+    } else {
+        v & ((1u64 << width) - 1)
+    }
+}
+
+/// The values at `rows` of an inline bit-packed chunk of `n` values.
+fn inline_rows<T: Word>(b: &[u8], n: usize, rows: &[usize], ctx: &Ctx) -> Result<Bytes> {
+    if n == 0 || n > PACK_BLOCK || b.len() < T::BYTES || !b.len().is_multiple_of(T::BYTES) {
+        return Err(ctx.corrupt(format!(
+            "inline bit-packed chunk of {} bytes for {n} values",
+            b.len()
+        )));
+    }
+    let w = words::<T>(b);
+    let width = w[0].as_u64() as usize;
+    if width > T::BYTES * 8 || (w.len() - 1) * T::BYTES * 8 != PACK_BLOCK * width {
+        return Err(ctx.corrupt(format!(
+            "inline bit-packed chunk of {} bytes does not hold 1024 values of {width} bits",
+            b.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(rows.len() * T::BYTES);
+    for r in rows {
+        if *r >= n {
+            return Err(ctx.corrupt("row past its bit-packed chunk"));
+        }
+        let v = unpack_one::<T>(&w[1..], width, *r);
+        out.extend_from_slice(&v.to_le_bytes()[..T::BYTES]);
+    }
+    Ok(Bytes::from(out))
+}
+
 fn by_word<F8, F16, F32, F64>(bits: u64, f8: F8, f16: F16, f32: F32, f64: F64) -> Result<Bytes>
 where
     F8: FnOnce() -> Result<Bytes>,
@@ -979,6 +1056,36 @@ impl Comp {
             }
             other => Err(ctx.unsupported(format!("{} in a mini-block chunk", other.name()))),
         }
+    }
+
+    /// The values at `rows` (sorted) of one mini-block chunk of `n` values,
+    /// decoding only those; `None` when this compression has no such path
+    /// (the caller decodes the whole chunk).
+    pub(crate) fn decode_chunk_rows(
+        &self,
+        bufs: &[Bytes],
+        n: usize,
+        rows: &[usize],
+        ctx: &Ctx,
+    ) -> Result<Option<Values>> {
+        let Comp::Inline { word_bits } = self else {
+            return Ok(None);
+        };
+        let b = bufs
+            .first()
+            .ok_or_else(|| ctx.corrupt("mini-block chunk without buffers"))?;
+        let data = by_word(
+            *word_bits,
+            || inline_rows::<u8>(b, n, rows, ctx),
+            || inline_rows::<u16>(b, n, rows, ctx),
+            || inline_rows::<u32>(b, n, rows, ctx),
+            || inline_rows::<u64>(b, n, rows, ctx),
+        )?;
+        Ok(Some(Values::Fixed {
+            bits: *word_bits,
+            data,
+            n: rows.len(),
+        }))
     }
 
     /// Decodes a whole buffer of `n` values (levels, dictionaries).
@@ -1267,4 +1374,43 @@ pub(crate) fn chunk_index(mb: &MiniBlock, meta: &[u8], ctx: &Ctx) -> Result<Vec<
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Single values read from a packed block equal the whole block's
+    /// unpacking, for every word size and width.
+    #[test]
+    fn single_values_match_block_unpack() {
+        fn check<T: Word>(seed: u64) {
+            let tb = T::BYTES * 8;
+            for width in 0..=tb {
+                // Random packed words: any bits are a valid packed block.
+                let mut x = seed ^ width as u64;
+                let packed: Vec<T> = (0..PACK_BLOCK * width / tb)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        bytemuck::pod_read_unaligned(&x.to_le_bytes()[..T::BYTES])
+                    })
+                    .collect();
+                let mut all = vec![T::default(); PACK_BLOCK];
+                unpack_block::<T>(width, &packed, &mut all);
+                for (idx, want) in all.iter().enumerate() {
+                    assert_eq!(
+                        unpack_one::<T>(&packed, width, idx),
+                        want.as_u64(),
+                        "T={tb} W={width} idx={idx}"
+                    );
+                }
+            }
+        }
+        check::<u8>(1);
+        check::<u16>(2);
+        check::<u32>(3);
+        check::<u64>(4);
+    }
 }
