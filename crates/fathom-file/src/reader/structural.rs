@@ -790,8 +790,23 @@ impl Inner {
                 }
             }
             let picked: usize = local.iter().map(|r| r.len()).sum();
+            // FSST strings expand straight into the accumulator.
+            let mut done = false;
+            if dict.is_none() && matches!(mb.values, v21::Comp::Fsst { .. }) {
+                let a = acc.get_or_insert_with(|| Acc::Var {
+                    offsets: vec![0],
+                    data: Vec::new(),
+                });
+                if let Acc::Var { offsets, data } = a {
+                    done = mb
+                        .values
+                        .fsst_rows_into(&parts.bufs, n, &local, data, offsets, ctx)?;
+                }
+            }
             // A few rows of a big chunk: decode just those values.
-            let sparse = if picked * 16 < n {
+            let sparse = if done {
+                None
+            } else if picked * 16 < n {
                 let rows: Vec<usize> = local.iter().flat_map(|r| r.clone()).collect();
                 mb.values
                     .decode_chunk_rows(&parts.bufs, n, &rows, ctx)?
@@ -799,25 +814,28 @@ impl Inner {
             } else {
                 None
             };
-            let (values, ranges, rows) = match sparse {
-                Some((v, rows)) => {
-                    let k = v.len();
-                    (v, vec![0..k], Some(rows))
+            let mut rows = None;
+            if !done {
+                let (values, ranges) = match sparse {
+                    Some((v, r)) => {
+                        let k = v.len();
+                        rows = Some(r);
+                        (v, vec![0..k])
+                    }
+                    None => (
+                        mb.values.decode_chunk(&mut parts.bufs, n, ctx)?,
+                        local.clone(),
+                    ),
+                };
+                let acc = acc.get_or_insert_with(|| {
+                    // Room for every selected row at this chunk's width.
+                    let mut a = Acc::like(&values);
+                    a.reserve(&values, sel_len(sel) as usize);
+                    a
+                });
+                for r in ranges {
+                    acc.append(&values, r, ctx)?;
                 }
-                None => (
-                    mb.values.decode_chunk(&mut parts.bufs, n, ctx)?,
-                    local.clone(),
-                    None,
-                ),
-            };
-            let acc = acc.get_or_insert_with(|| {
-                // Room for every selected row at this chunk's width.
-                let mut a = Acc::like(&values);
-                a.reserve(&values, sel_len(sel) as usize);
-                a
-            });
-            for r in ranges {
-                acc.append(&values, r, ctx)?;
             }
             match (&chunk_marks, rows) {
                 (Some(m), Some(rows)) => {

@@ -370,31 +370,57 @@ impl SymbolTable {
 
     /// Expands compressed strings (offsets into `data`) into plain ones.
     fn decode(&self, offsets: &[u64], data: &[u8], ctx: &Ctx) -> Result<(Vec<u64>, Bytes)> {
+        let mut out = Vec::new();
+        let mut outs = vec![0u64];
+        self.decode_into(offsets, data, &mut out, &mut outs, ctx)?;
+        Ok((outs, Bytes::from(out)))
+    }
+
+    /// Appends the strings between consecutive `offsets` (into `data`) to
+    /// `out`, pushing each one's end onto `ends`.
+    pub(crate) fn decode_into(
+        &self,
+        offsets: &[u64],
+        data: &[u8],
+        out: &mut Vec<u8>,
+        ends: &mut Vec<u64>,
+        ctx: &Ctx,
+    ) -> Result<()> {
+        let (first, last) = match (offsets.first(), offsets.last()) {
+            (Some(f), Some(l)) if f <= l && *l as usize <= data.len() => (*f as usize, *l as usize),
+            (None, _) => return Ok(()),
+            _ => return Err(ctx.corrupt("FSST offsets past their bytes")),
+        };
         if !self.enabled {
-            return Ok((offsets.to_vec(), Bytes::copy_from_slice(data)));
+            for w in offsets.windows(2) {
+                if w[0] > w[1] || w[1] as usize > data.len() {
+                    return Err(ctx.corrupt("FSST offsets out of order or past their bytes"));
+                }
+                out.extend_from_slice(&data[w[0] as usize..w[1] as usize]);
+                ends.push(out.len() as u64);
+            }
+            return Ok(());
         }
         // Codes index 256-entry tables (a length of 0 marks a code with no
-        // symbol). A code expands to at most 8 bytes, so an output of 8
-        // bytes per input byte (plus a word of slack) holds every string,
-        // and each symbol is written as a whole 8-byte word, moving on by
-        // its length.
+        // symbol). A code expands to at most 8 bytes, so 8 bytes per input
+        // byte (plus a word of slack) of spare room holds every string, and
+        // each symbol is written as a whole 8-byte word, moving on by its
+        // length.
         let mut syms = [0u64; 256];
         let mut lens = [0u8; 256];
         for (i, (s, l)) in self.symbols.iter().zip(&self.lens).enumerate() {
             syms[i] = u64::from_le_bytes(*s);
             lens[i] = *l;
         }
-        let cap = data.len() * 8 + 8;
-        let mut out: Vec<u8> = Vec::with_capacity(cap);
+        out.reserve((last - first) * 8 + 8);
+        let base = out.len();
         let dst = out.as_mut_ptr();
-        let mut o = 0usize;
+        let mut o = base;
         let mut bad = false;
-        let mut outs = Vec::with_capacity(offsets.len());
-        outs.push(0);
         for w in offsets.windows(2) {
             let (mut i, end) = (w[0] as usize, w[1] as usize);
-            if end > data.len() || i > end {
-                return Err(ctx.corrupt("FSST offsets past their bytes"));
+            if i > end || end > data.len() {
+                return Err(ctx.corrupt("FSST offsets out of order or past their bytes"));
             }
             // Four codes at a time while none of them is an escape.
             while i + 4 <= end {
@@ -405,7 +431,8 @@ impl SymbolTable {
                 }
                 for k in 0..4 {
                     let code = ((w >> (8 * k)) & 0xFF) as usize;
-                    // SAFETY: o + 8 <= cap, as below.
+                    // SAFETY: o + 8 <= capacity: each input byte adds at
+                    // most 8 output bytes and 8 bytes of slack were reserved.
                     unsafe { (dst.add(o) as *mut u64).write_unaligned(syms[code].to_le()) };
                     bad |= lens[code] == 0;
                     o += lens[code] as usize;
@@ -418,8 +445,7 @@ impl SymbolTable {
                     let Some(b) = data.get(i + 1).filter(|_| i + 1 < end) else {
                         return Err(ctx.corrupt("FSST escape at the end of a string"));
                     };
-                    // SAFETY: o + 8 <= cap: each input byte adds at most 8
-                    // output bytes and the buffer has 8 bytes of slack.
+                    // SAFETY: as above.
                     unsafe { dst.add(o).write(*b) };
                     o += 1;
                     i += 2;
@@ -431,14 +457,14 @@ impl SymbolTable {
                     i += 1;
                 }
             }
-            outs.push(o as u64);
+            ends.push(o as u64);
         }
         if bad {
             return Err(ctx.corrupt("FSST code without a symbol"));
         }
-        // SAFETY: bytes 0..o were written above (o <= cap).
+        // SAFETY: bytes base..o were written above, within the capacity.
         unsafe { out.set_len(o) };
-        Ok((outs, Bytes::from(out)))
+        Ok(())
     }
 }
 
@@ -1056,6 +1082,46 @@ impl Comp {
             }
             other => Err(ctx.unsupported(format!("{} in a mini-block chunk", other.name()))),
         }
+    }
+
+    /// FSST strings of one mini-block chunk of `n` values, the rows in
+    /// `ranges` expanded straight onto `out` / `ends` (an accumulator's
+    /// bytes and end offsets). `false` when this compression is not FSST
+    /// over plain offsets (the caller decodes the chunk).
+    pub(crate) fn fsst_rows_into(
+        &self,
+        bufs: &[Bytes],
+        n: usize,
+        ranges: &[Range<usize>],
+        out: &mut Vec<u8>,
+        ends: &mut Vec<u64>,
+        ctx: &Ctx,
+    ) -> Result<bool> {
+        let Comp::Fsst { table, values } = self else {
+            return Ok(false);
+        };
+        let Comp::Variable {
+            offsets,
+            general: None,
+        } = values.as_ref()
+        else {
+            return Ok(false);
+        };
+        let Comp::Flat {
+            bits: bits @ (32 | 64),
+            general: None,
+        } = offsets.as_ref()
+        else {
+            return Ok(false);
+        };
+        let b = bufs
+            .first()
+            .ok_or_else(|| ctx.corrupt("mini-block chunk without buffers"))?;
+        let offs = leading_offsets(b, n, *bits, ctx)?;
+        for r in ranges {
+            table.decode_into(&offs[r.start..=r.end], b, out, ends, ctx)?;
+        }
+        Ok(true)
     }
 
     /// The values at `rows` (sorted) of one mini-block chunk of `n` values,
