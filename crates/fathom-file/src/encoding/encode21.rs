@@ -309,6 +309,20 @@ fn chunk_rows(arr: &dyn Array, start: usize) -> usize {
     if k >= n { n } else { k }
 }
 
+/// A chunk header's buffer sizes: u32 in 2.2, u16 in 2.1.
+fn push_sizes(chunk: &mut Vec<u8>, bufs: &[Vec<u8>], large: bool) -> Result<()> {
+    for b in bufs {
+        if large {
+            chunk.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        } else if b.len() > u16::MAX as usize {
+            return Err(Error::invalid("a 2.1 mini-block buffer over 64 KiB"));
+        } else {
+            chunk.extend_from_slice(&(b.len() as u16).to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
 fn mini_block(arr: &ArrayRef, defs: Option<&[u16]>, depth: usize, large: bool) -> Result<Encoded> {
     let n = arr.len();
     let mut meta: Vec<u8> = Vec::new();
@@ -330,15 +344,7 @@ fn mini_block(arr: &ArrayRef, defs: Option<&[u16]>, depth: usize, large: bool) -
         if levels.is_some() {
             chunk.extend_from_slice(&((2 * k) as u16).to_le_bytes());
         }
-        for b in &bufs {
-            if large {
-                chunk.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            } else if b.len() > u16::MAX as usize {
-                return Err(Error::invalid("a 2.1 mini-block buffer over 64 KiB"));
-            } else {
-                chunk.extend_from_slice(&(b.len() as u16).to_le_bytes());
-            }
-        }
+        push_sizes(&mut chunk, &bufs, large)?;
         pad8(&mut chunk);
         if let Some(l) = levels {
             for v in l {
@@ -766,15 +772,7 @@ fn nested_page(
     chunk.extend_from_slice(&(rep.len() as u16).to_le_bytes());
     chunk.extend_from_slice(&((2 * rep.len()) as u16).to_le_bytes());
     chunk.extend_from_slice(&((2 * def.len()) as u16).to_le_bytes());
-    for b in &bufs {
-        if large {
-            chunk.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        } else if b.len() > u16::MAX as usize {
-            return Err(Error::invalid("a 2.1 mini-block buffer over 64 KiB"));
-        } else {
-            chunk.extend_from_slice(&(b.len() as u16).to_le_bytes());
-        }
-    }
+    push_sizes(&mut chunk, &bufs, large)?;
     pad8(&mut chunk);
     for l in [rep, def] {
         for v in l {

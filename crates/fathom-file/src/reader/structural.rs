@@ -1071,7 +1071,27 @@ impl Inner {
             Some(d) => d.iter().filter(|d| **d <= max_visible).count(),
             None => rep.len(),
         };
-        let scalar = match (&c.inline, &c.scalar) {
+        let scalar = self.constant_scalar(c, dt, ctx).await?;
+        let values = match scalar {
+            None => new_null_array(dt, visible),
+            Some(d) => {
+                let one = make_array(d);
+                let idx = arrow_array::UInt32Array::from(vec![0u32; visible]);
+                arrow_select::take::take(one.as_ref(), &idx, None)?
+            }
+        };
+        Ok((values, rep, def))
+    }
+
+    /// A constant page's value (inline or in its scalar buffer); `None`
+    /// for an all-null page.
+    async fn constant_scalar(
+        &self,
+        c: &ConstantPage,
+        dt: &DataType,
+        ctx: &Ctx<'_>,
+    ) -> Result<Option<arrow_data::ArrayData>> {
+        Ok(match (&c.inline, &c.scalar) {
             (Some(v), _) => Some(
                 ArrayDataBuilder::new(dt.clone())
                     .len(1)
@@ -1085,16 +1105,7 @@ impl Inner {
                 Some(scalar_from_buffer(dt, &b, ctx)?)
             }
             (None, None) => None,
-        };
-        let values = match scalar {
-            None => new_null_array(dt, visible),
-            Some(d) => {
-                let one = make_array(d);
-                let idx = arrow_array::UInt32Array::from(vec![0u32; visible]);
-                arrow_select::take::take(one.as_ref(), &idx, None)?
-            }
-        };
-        Ok((values, rep, def))
+        })
     }
 
     async fn read_full(
@@ -1255,21 +1266,7 @@ impl Inner {
             }
             (None, _) => None,
         };
-        let scalar = match (&c.inline, &c.scalar) {
-            (Some(v), _) => Some(
-                ArrayDataBuilder::new(dt.clone())
-                    .len(1)
-                    .add_buffer(Buffer::from(v.clone()))
-                    .align_buffers(true)
-                    .build()
-                    .map_err(|e| ctx.corrupt(format!("inline constant: {e}")))?,
-            ),
-            (None, Some(r)) => {
-                let b = self.io.read(r.clone()).await?;
-                Some(scalar_from_buffer(dt, &b, ctx)?)
-            }
-            (None, None) => None,
-        };
+        let scalar = self.constant_scalar(c, dt, ctx).await?;
         let array = match scalar {
             None => {
                 // All null: the nulls are at the innermost nullable layer.

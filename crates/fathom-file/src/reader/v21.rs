@@ -765,10 +765,13 @@ fn unpack_block<T: Word>(width: usize, packed: &[T], out: &mut [T]) {
     unsafe { T::unchecked_unpack(width, packed, out) };
 }
 
-fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
-    if n == 0 {
-        return Ok(Bytes::new());
-    }
+/// Checks an inline bit-packed chunk of `n` values: its width word and
+/// the packed words after it.
+fn inline_block<'a, T: Word>(
+    b: &'a [u8],
+    n: usize,
+    ctx: &Ctx,
+) -> Result<(usize, std::borrow::Cow<'a, [T]>)> {
     if n > PACK_BLOCK || b.len() < T::BYTES || !b.len().is_multiple_of(T::BYTES) {
         return Err(ctx.corrupt(format!(
             "inline bit-packed chunk of {} bytes for {n} values",
@@ -783,6 +786,14 @@ fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
             b.len()
         )));
     }
+    Ok((width, w))
+}
+
+fn inline_unpack<T: Word>(b: &[u8], n: usize, ctx: &Ctx) -> Result<Bytes> {
+    if n == 0 {
+        return Ok(Bytes::new());
+    }
+    let (width, w) = inline_block::<T>(b, n, ctx)?;
     let mut out = vec![T::default(); PACK_BLOCK];
     unpack_block::<T>(width, &w[1..], &mut out);
     Ok(into_bytes(out, n))
@@ -883,20 +894,10 @@ fn unpack_one<T: Word>(packed: &[T], width: usize, idx: usize) -> u64 {
 
 /// The values at `rows` of an inline bit-packed chunk of `n` values.
 fn inline_rows<T: Word>(b: &[u8], n: usize, rows: &[usize], ctx: &Ctx) -> Result<Bytes> {
-    if n == 0 || n > PACK_BLOCK || b.len() < T::BYTES || !b.len().is_multiple_of(T::BYTES) {
-        return Err(ctx.corrupt(format!(
-            "inline bit-packed chunk of {} bytes for {n} values",
-            b.len()
-        )));
+    if n == 0 {
+        return Err(ctx.corrupt("rows taken from an empty bit-packed chunk"));
     }
-    let w = words::<T>(b);
-    let width = w[0].as_u64() as usize;
-    if width > T::BYTES * 8 || (w.len() - 1) * T::BYTES * 8 != PACK_BLOCK * width {
-        return Err(ctx.corrupt(format!(
-            "inline bit-packed chunk of {} bytes does not hold 1024 values of {width} bits",
-            b.len()
-        )));
-    }
+    let (width, w) = inline_block::<T>(b, n, ctx)?;
     let mut out = Vec::with_capacity(rows.len() * T::BYTES);
     for r in rows {
         if *r >= n {
