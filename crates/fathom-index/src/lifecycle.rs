@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 use crate::io::SegmentDir;
 use crate::kind::{IndexKind, StoredIds};
 use crate::segment::usable;
+use crate::vector::{
+    ProgressFn, Training, VectorParams, VectorSegment, build_vector_segment, declared, is_vector,
+};
 
 /// What `list_indexes` reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +124,50 @@ pub async fn create_index(
         .await?)
 }
 
+/// Creates vector index `name` (IVF_FLAT / IVF_PQ / IVF_SQ) on `column`
+/// over all current fragments; `progress` hears of sampling, training,
+/// encoding and writing.
+pub async fn create_vector_index(
+    ds: &Dataset,
+    name: &str,
+    column: &str,
+    params: VectorParams,
+    progress: Option<&ProgressFn>,
+) -> Result<Dataset> {
+    if !segments(ds, name).is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "an index named '{name}' already exists on {}",
+            ds.uri()
+        )));
+    }
+    crate::vector::vector_dim(ds, column)?;
+    let frags = ds.fragments().iter().map(|f| f.id).collect();
+    let seg =
+        build_vector_segment(ds, name, column, Training::Train(params), frags, progress).await?;
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![seg],
+            removed: vec![],
+        })
+        .await?)
+}
+
+/// Parameters that rebuild a vector segment like `seg` (same kind,
+/// metric, partitions and sub-vectors).
+async fn vector_params_of(ds: &Dataset, seg: &IndexMetadata) -> Result<VectorParams> {
+    let model = VectorSegment::load(ds.store(), ds.root(), seg, &Default::default())
+        .await?
+        .model
+        .clone();
+    let mut p = VectorParams::new(model.kind);
+    p.metric = model.metric;
+    p.num_partitions = Some(model.centroids.k());
+    if let crate::vector::model::Quantizer::Pq { m, .. } = model.quantizer {
+        p.num_sub_vectors = Some(m);
+    }
+    Ok(p)
+}
+
 fn index_column(ds: &Dataset, seg: &IndexMetadata) -> Result<String> {
     let id = seg.fields.first().copied().unwrap_or(-1);
     ds.manifest()
@@ -144,8 +191,6 @@ pub async fn extend_index(ds: &Dataset, name: &str) -> Result<Dataset> {
     let first = segs
         .first()
         .ok_or_else(|| Error::InvalidInput(format!("no index named '{name}'")))?;
-    let kind = usable(first)
-        .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be extended: {u:?}")))?;
     let column = index_column(ds, first)?;
     let mut covered = RoaringBitmap::new();
     for s in &segs {
@@ -162,7 +207,19 @@ pub async fn extend_index(ds: &Dataset, name: &str) -> Result<Dataset> {
     if todo.is_empty() {
         return Ok(ds.clone());
     }
-    let seg = build_segment(ds, name, &column, kind, todo).await?;
+    let seg = if is_vector(first) {
+        // A delta segment with the first one's centroids and codebook.
+        let model = VectorSegment::load(ds.store(), ds.root(), first, &Default::default())
+            .await?
+            .model
+            .clone();
+        build_vector_segment(ds, name, &column, Training::Reuse(model), todo, None).await?
+    } else {
+        let kind = usable(first).map_err(|u| {
+            Error::InvalidInput(format!("index '{name}' cannot be extended: {u:?}"))
+        })?;
+        build_segment(ds, name, &column, kind, todo).await?
+    };
     Ok(ds
         .commit(Operation::CreateIndex {
             new: vec![seg],
@@ -177,11 +234,17 @@ pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
     let first = segs
         .first()
         .ok_or_else(|| Error::InvalidInput(format!("no index named '{name}'")))?;
-    let kind = usable(first)
-        .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}")))?;
     let column = index_column(ds, first)?;
     let frags = ds.fragments().iter().map(|f| f.id).collect();
-    let seg = build_segment(ds, name, &column, kind, frags).await?;
+    let seg = if is_vector(first) {
+        let p = vector_params_of(ds, first).await?;
+        build_vector_segment(ds, name, &column, Training::Train(p), frags, None).await?
+    } else {
+        let kind = usable(first).map_err(|u| {
+            Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}"))
+        })?;
+        build_segment(ds, name, &column, kind, frags).await?
+    };
     Ok(ds
         .commit(Operation::CreateIndex {
             new: vec![seg],
@@ -234,11 +297,14 @@ pub fn list_indexes(ds: &Dataset) -> Vec<IndexInfo> {
                 .partition(|id| covered.contains(*id as u32));
             IndexInfo {
                 name: name.to_string(),
-                kind: segs[0]
-                    .index_details
-                    .as_ref()
-                    .and_then(|d| IndexKind::from_type_url(&d.type_url))
-                    .map_or("unknown".to_string(), |k| k.to_string()),
+                kind: match declared(segs[0]) {
+                    Some((kind, metric)) => format!("{kind} ({})", metric.name()),
+                    None => segs[0]
+                        .index_details
+                        .as_ref()
+                        .and_then(|d| IndexKind::from_type_url(&d.type_url))
+                        .map_or("unknown".to_string(), |k| k.to_string()),
+                },
                 column: index_column(ds, segs[0]).unwrap_or_else(|_| "?".into()),
                 segments: segs.len(),
                 covered_fragments: c,

@@ -1,0 +1,404 @@
+//! Building a vector segment: a reservoir sample of the column (one
+//! streamed pass) trains the model, a second streamed pass assigns and
+//! encodes every vector on all cores, then `index.idx` (centroids) and
+//! `auxiliary.idx` (row ids and codes, partition after partition) are
+//! written as pylance 14 writes them.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt8Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use fathom_file::{FileWriter, FileWriterOptions};
+use fathom_table::format::{IndexFile, IndexMetadata};
+use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
+use futures::TryStreamExt;
+use prost::Message;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use roaring::RoaringBitmap;
+
+use super::distance::Metric;
+use super::model::{Model, PQ_CODES, Quantizer, VectorKind, VectorParams};
+use super::pb;
+use crate::error::{Error, Result};
+use crate::io::SegmentDir;
+
+pub const INDEX_FILE: &str = "index.idx";
+pub const AUX_FILE: &str = "auxiliary.idx";
+
+/// Progress of a long build: `phase` and rows done of `total`.
+pub type ProgressFn = dyn Fn(&str, u64, u64) + Send + Sync;
+
+/// Train a new model, or reuse one (extending an index keeps its
+/// centroids and codebook, as Lance's delta indexes do).
+pub enum Training {
+    Train(VectorParams),
+    Reuse(Arc<Model>),
+}
+
+/// The vector column's dimension, or a clear error for other types.
+pub fn vector_dim(ds: &Dataset, column: &str) -> Result<usize> {
+    let field = ds
+        .schema()
+        .field_with_name(column)
+        .map_err(|_| Error::InvalidInput(format!("no column named '{column}' to index")))?;
+    match field.data_type() {
+        DataType::FixedSizeList(item, n) if item.data_type() == &DataType::Float32 && *n > 0 => {
+            Ok(*n as usize)
+        }
+        other => Err(Error::InvalidInput(format!(
+            "a vector index needs a FixedSizeList<Float32> column; '{column}' is {other}"
+        ))),
+    }
+}
+
+/// Valid (non-null) vectors of `col` with their ids, prepared for `metric`.
+fn vectors_of(col: &ArrayRef, ids: &UInt64Array, dim: usize, metric: Metric) -> (Vec<f32>, Vec<u64>) {
+    let fsl = col.as_fixed_size_list();
+    let values = fsl.values().as_primitive::<Float32Type>();
+    let mut out = Vec::with_capacity(fsl.len() * dim);
+    let mut out_ids = Vec::with_capacity(fsl.len());
+    for i in 0..fsl.len() {
+        if fsl.is_null(i) {
+            continue;
+        }
+        // arrow-rs slices an FSL's values with it: row i is at i·dim.
+        let v = &values.values()[i * dim..(i + 1) * dim];
+        let at = out.len();
+        out.extend_from_slice(v);
+        Model::prepare_with(metric, &mut out[at..]);
+        out_ids.push(ids.value(i));
+    }
+    (out, out_ids)
+}
+
+/// Runs CPU-bound `f` (which uses its own threads) without starving a
+/// multi-threaded runtime's other tasks.
+fn cpu<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// Builds one segment of index `name` on `column` over `fragments`.
+pub async fn build_vector_segment(
+    ds: &Dataset,
+    name: &str,
+    column: &str,
+    training: Training,
+    fragments: Vec<u64>,
+    progress: Option<&ProgressFn>,
+) -> Result<IndexMetadata> {
+    let dim = vector_dim(ds, column)?;
+    let field_id = ds.manifest().schema.fields[ds.schema().index_of(column)?].id;
+    let id_column = if ds.manifest().uses_stable_row_ids() { ROW_ID } else { ROW_ADDR };
+    let total: u64 = ds
+        .fragments()
+        .iter()
+        .filter(|f| fragments.contains(&f.id))
+        .map(|f| f.num_rows())
+        .sum();
+    let stream = || async {
+        Ok::<_, Error>(
+            ds.scan()
+                .project(&[column, id_column])?
+                .with_fragments(fragments.clone())
+                .batch_size(16 * 1024)
+                .try_into_stream()
+                .await?
+                .map_err(Error::from),
+        )
+    };
+    let report = |phase: &str, done: u64| {
+        if let Some(p) = progress {
+            p(phase, done, total)
+        }
+    };
+
+    let model = match training {
+        Training::Reuse(m) => {
+            if m.dim != dim {
+                return Err(Error::InvalidInput(format!(
+                    "index '{name}' was trained on {} dimensions; '{column}' has {dim}",
+                    m.dim
+                )));
+            }
+            m
+        }
+        Training::Train(p) => {
+            let k = p.partitions_for(total as usize);
+            let mut want = k * p.sample_rate;
+            if p.kind == VectorKind::IvfPq {
+                want = want.max(PQ_CODES * p.sample_rate);
+            }
+            let mut sample: Vec<f32> = Vec::with_capacity(want.min(total as usize) * dim);
+            let mut seen = 0u64;
+            let mut rng = StdRng::seed_from_u64(0x5eed);
+            let mut s = Box::pin(stream().await?);
+            while let Some(b) = s.try_next().await? {
+                let (v, _) = vectors_of(b.column(0), b.column(1).as_primitive::<UInt64Type>(), dim, p.metric);
+                for row in v.chunks_exact(dim) {
+                    if (seen as usize) < want {
+                        sample.extend_from_slice(row);
+                    } else {
+                        let j = rng.random_range(0..=seen) as usize;
+                        if j < want {
+                            sample[j * dim..(j + 1) * dim].copy_from_slice(row);
+                        }
+                    }
+                    seen += 1;
+                }
+                report("sampling", seen);
+            }
+            report("training", seen);
+            let m = cpu(|| Model::train(&p, dim, &sample, seen as usize))?;
+            Arc::new(m)
+        }
+    };
+
+    // Assign and encode, keeping each partition's ids and codes.
+    let k = model.centroids.k();
+    let w = model.code_width();
+    let mut ids: Vec<Vec<u64>> = vec![vec![]; k];
+    let mut codes: Vec<Vec<u8>> = vec![vec![]; k];
+    let mut flat: Vec<Vec<f32>> = vec![vec![]; k];
+    let mut done = 0u64;
+    let mut s = Box::pin(stream().await?);
+    while let Some(b) = s.try_next().await? {
+        let (v, vid) = vectors_of(b.column(0), b.column(1).as_primitive::<UInt64Type>(), dim, model.metric);
+        let (parts, code) = cpu(|| model.encode(&v));
+        for (i, p) in parts.iter().enumerate() {
+            let p = *p as usize;
+            ids[p].push(vid[i]);
+            match model.quantizer {
+                Quantizer::Flat => flat[p].extend_from_slice(&v[i * dim..(i + 1) * dim]),
+                _ => codes[p].extend_from_slice(&code[i * w..(i + 1) * w]),
+            }
+        }
+        done += b.num_rows() as u64;
+        report("encoding", done);
+    }
+
+    let uuid = uuid::Uuid::new_v4();
+    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+    report("writing", done);
+    let aux = write_aux(&dir, &model, &ids, &codes, &flat).await?;
+    let index = write_index_file(&dir, &model).await?;
+    Ok(IndexMetadata {
+        uuid,
+        name: name.to_string(),
+        fields: vec![field_id],
+        dataset_version: ds.version(),
+        fragment_bitmap: Some(fragments.iter().map(|f| *f as u32).collect::<RoaringBitmap>()),
+        index_details: Some(details(&model)),
+        index_version: Some(1),
+        created_at_ms: Some(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64,
+        ),
+        base_id: None,
+        files: vec![aux, index],
+        covering_fields: vec![],
+    })
+}
+
+/// The manifest's `index_details` for a model.
+pub fn details(model: &Model) -> prost_types::Any {
+    let mut d = pb::VectorIndexDetails {
+        metric_type: model.metric.proto(),
+        ..Default::default()
+    };
+    match &model.quantizer {
+        Quantizer::Flat => d.flat = Some(pb::FlatDetails {}),
+        Quantizer::Pq { m, .. } => {
+            d.pq = Some(pb::PqDetails {
+                num_bits: 8,
+                num_sub_vectors: *m as u32,
+            })
+        }
+        Quantizer::Sq { .. } => d.sq = Some(pb::SqDetails { num_bits: 8 }),
+    }
+    for (k, v) in [
+        ("lance.ivf.max_iters", "50"),
+        ("lance.ivf.sample_rate", "256"),
+        ("lance.skip_transpose", "false"),
+    ] {
+        d.runtime_hints.insert(k.into(), v.into());
+    }
+    prost_types::Any {
+        type_url: pb::VECTOR_DETAILS_URL.into(),
+        value: d.encode_to_vec(),
+    }
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn index_json(model: &Model) -> String {
+    format!(
+        "{{\"type\":\"{}\",\"distance_type\":\"{}\"}}",
+        model.kind.name(),
+        model.metric.name()
+    )
+}
+
+async fn write_index_file(dir: &SegmentDir, model: &Model) -> Result<IndexFile> {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "__flat_marker",
+        DataType::UInt64,
+        false,
+    )]));
+    let k = model.centroids.k();
+    let ivf = pb::Ivf {
+        centroids: vec![],
+        offsets: vec![0; k],
+        lengths: vec![0; k],
+        centroids_tensor: Some(pb::Tensor {
+            data_type: pb::TENSOR_F32,
+            shape: vec![k as u32, model.dim as u32],
+            data: f32_bytes(&model.centroids.data),
+        }),
+        loss: Some(model.loss),
+    };
+    let batch = RecordBatch::new_empty(schema);
+    let flat: Vec<&str> = vec![""; k];
+    dir.write(
+        INDEX_FILE,
+        &batch,
+        &[
+            ("lance:index", index_json(model)),
+            ("lance:ivf", "1".into()),
+            ("lance:flat", serde_json::to_string(&flat).unwrap()),
+        ],
+        vec![ivf.encode_to_vec()],
+    )
+    .await
+}
+
+async fn write_aux(
+    dir: &SegmentDir,
+    model: &Model,
+    ids: &[Vec<u64>],
+    codes: &[Vec<u8>],
+    flat: &[Vec<f32>],
+) -> Result<IndexFile> {
+    let dim = model.dim;
+    let (code_field, storage) = match &model.quantizer {
+        Quantizer::Flat => (
+            Field::new(
+                "flat",
+                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
+                false,
+            ),
+            format!("{{\"dim\":{dim}}}"),
+        ),
+        Quantizer::Pq { m, .. } => (
+            Field::new(
+                "__pq_code",
+                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::UInt8, true)), *m as i32),
+                true,
+            ),
+            format!(
+                "{{\"codebook_position\":2,\"nbits\":8,\"num_sub_vectors\":{m},\"dimension\":{dim},\"codebook_tensor\":[],\"transposed\":true}}"
+            ),
+        ),
+        Quantizer::Sq { start, end } => (
+            Field::new(
+                "__sq_code",
+                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::UInt8, true)), dim as i32),
+                true,
+            ),
+            format!(
+                "{{\"dim\":{dim},\"num_bits\":8,\"bounds\":{{\"start\":{},\"end\":{}}}}}",
+                serde_json::to_string(start).unwrap(),
+                serde_json::to_string(end).unwrap()
+            ),
+        ),
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_rowid", DataType::UInt64, true),
+        code_field.clone(),
+    ]));
+    let path = dir.dir.clone().join(AUX_FILE);
+    let mut w = FileWriter::try_new(
+        dir.store.clone(),
+        path,
+        &schema,
+        FileWriterOptions {
+            dictionary: false,
+            ..Default::default()
+        },
+    )?;
+    let item = match code_field.data_type() {
+        DataType::FixedSizeList(f, _) => f.clone(),
+        _ => unreachable!(),
+    };
+    let mut offsets = Vec::with_capacity(ids.len());
+    let mut lengths = Vec::with_capacity(ids.len());
+    let mut at = 0u64;
+    for p in 0..ids.len() {
+        let n = ids[p].len();
+        offsets.push(at);
+        lengths.push(n as u32);
+        at += n as u64;
+        if n == 0 {
+            continue;
+        }
+        let values: ArrayRef = match &model.quantizer {
+            Quantizer::Flat => Arc::new(Float32Array::from(flat[p].clone())),
+            Quantizer::Pq { m, .. } => {
+                // Transposed: byte k of row i at k·n + i.
+                let c = &codes[p];
+                let mut t = vec![0u8; c.len()];
+                for i in 0..n {
+                    for kk in 0..*m {
+                        t[kk * n + i] = c[i * m + kk];
+                    }
+                }
+                Arc::new(UInt8Array::from(t))
+            }
+            Quantizer::Sq { .. } => Arc::new(UInt8Array::from(codes[p].clone())),
+        };
+        let width = values.len() / n;
+        let col = FixedSizeListArray::try_new(item.clone(), width as i32, values, None)?;
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(UInt64Array::from(ids[p].clone())), Arc::new(col)],
+        )?;
+        w.write_batch(&batch).await?;
+    }
+    let ivf = pb::Ivf {
+        offsets,
+        lengths,
+        ..Default::default()
+    };
+    let g = w.add_global_buffer(ivf.encode_to_vec());
+    debug_assert_eq!(g, 1);
+    if let Quantizer::Pq { codebook, .. } = &model.quantizer {
+        let g = w.add_global_buffer(
+            pb::Tensor {
+                data_type: pb::TENSOR_F32,
+                shape: vec![PQ_CODES as u32, dim as u32],
+                data: f32_bytes(codebook),
+            }
+            .encode_to_vec(),
+        );
+        debug_assert_eq!(g, 2);
+    }
+    w.set_metadata("distance_type", model.metric.name());
+    w.set_metadata("lance:ivf", "1");
+    w.set_metadata("storage_metadata", serde_json::to_string(&[storage]).unwrap());
+    let written = w.finish().await?;
+    Ok(IndexFile {
+        path: AUX_FILE.to_string(),
+        size_bytes: written.size_bytes,
+    })
+}

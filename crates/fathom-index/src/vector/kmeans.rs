@@ -1,0 +1,209 @@
+//! k-means (Lloyd's, random initial centroids as Lance's default) and the
+//! nearest-centroid search the build and the queries share. Assignment,
+//! the costly step, runs on every core.
+
+use std::ops::Range;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+
+use super::distance::{dot, l2_squared};
+
+/// Runs `f` over `0..n` split into one contiguous range per core.
+pub fn par_ranges<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(n.max(1));
+    if threads <= 1 || n < 256 {
+        return vec![f(0..n)];
+    }
+    let step = n.div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let r = (t * step).min(n)..((t + 1) * step).min(n);
+                let f = &f;
+                s.spawn(move || f(r))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Trained centroids, row-major `k × dim`.
+#[derive(Debug, Clone)]
+pub struct Centroids {
+    pub dim: usize,
+    pub data: Vec<f32>,
+    /// Assign by largest inner product instead of smallest L2.
+    pub inner_product: bool,
+}
+
+impl Centroids {
+    pub fn k(&self) -> usize {
+        self.data.len() / self.dim.max(1)
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The score a centroid gets for `v` (smaller is nearer).
+    #[inline]
+    pub fn score(&self, v: &[f32], i: usize) -> f32 {
+        if self.inner_product {
+            -dot(v, self.row(i))
+        } else {
+            l2_squared(v, self.row(i))
+        }
+    }
+
+    /// The nearest centroid of `v` and its score.
+    pub fn nearest(&self, v: &[f32]) -> (usize, f32) {
+        let mut best = (0, f32::INFINITY);
+        for i in 0..self.k() {
+            let d = self.score(v, i);
+            if d < best.1 {
+                best = (i, d);
+            }
+        }
+        best
+    }
+
+    /// The `n` nearest centroids of `v`, nearest first.
+    pub fn nearest_n(&self, v: &[f32], n: usize) -> Vec<usize> {
+        let mut all: Vec<(f32, usize)> = (0..self.k()).map(|i| (self.score(v, i), i)).collect();
+        let n = n.min(all.len());
+        if n < all.len() {
+            all.select_nth_unstable_by(n, |a, b| a.0.total_cmp(&b.0));
+            all.truncate(n);
+        }
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        all.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// The nearest centroid of every row of `data` (row-major), in parallel.
+    pub fn assign(&self, data: &[f32]) -> Vec<u32> {
+        let n = data.len() / self.dim;
+        par_ranges(n, |r| {
+            r.map(|i| self.nearest(&data[i * self.dim..(i + 1) * self.dim]).0 as u32)
+                .collect::<Vec<_>>()
+        })
+        .concat()
+    }
+}
+
+/// Trains `k` centroids on `data` (row-major, `dim` wide) with at most
+/// `max_iters` rounds, stopping when the loss improves by less than 1e-4
+/// relatively. Returns the centroids and the final loss (sum of scores).
+pub fn train(
+    data: &[f32],
+    dim: usize,
+    k: usize,
+    max_iters: usize,
+    inner_product: bool,
+    seed: u64,
+) -> (Centroids, f64) {
+    let n = data.len() / dim;
+    let k = k.min(n).max(1);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut c = Centroids {
+        dim,
+        data: Vec::with_capacity(k * dim),
+        inner_product,
+    };
+    if n == 0 {
+        c.data = vec![0.0; dim];
+        return (c, 0.0);
+    }
+    for i in sample(&mut rng, n, k).into_iter() {
+        c.data.extend_from_slice(&data[i * dim..(i + 1) * dim]);
+    }
+    let mut last = f64::INFINITY;
+    let mut loss = 0.0;
+    for _ in 0..max_iters.max(1) {
+        // Assign and accumulate sums per thread, then reduce.
+        let parts = par_ranges(n, |r| {
+            let mut sums = vec![0f64; k * dim];
+            let mut counts = vec![0usize; k];
+            let mut loss = 0f64;
+            for i in r {
+                let v = &data[i * dim..(i + 1) * dim];
+                let (j, d) = c.nearest(v);
+                loss += d as f64;
+                counts[j] += 1;
+                for (s, x) in sums[j * dim..(j + 1) * dim].iter_mut().zip(v) {
+                    *s += *x as f64;
+                }
+            }
+            (sums, counts, loss)
+        });
+        let mut sums = vec![0f64; k * dim];
+        let mut counts = vec![0usize; k];
+        loss = 0.0;
+        for (s, cn, l) in parts {
+            for (a, b) in sums.iter_mut().zip(s) {
+                *a += b;
+            }
+            for (a, b) in counts.iter_mut().zip(cn) {
+                *a += b;
+            }
+            loss += l;
+        }
+        for j in 0..k {
+            if counts[j] > 0 {
+                for d in 0..dim {
+                    c.data[j * dim + d] = (sums[j * dim + d] / counts[j] as f64) as f32;
+                }
+            }
+        }
+        // An empty cluster takes half of the largest one: a copy of its
+        // centroid, nudged apart.
+        for j in 0..k {
+            if counts[j] == 0 {
+                let big = (0..k).max_by_key(|&i| counts[i]).unwrap();
+                for d in 0..dim {
+                    let x = c.data[big * dim + d];
+                    let eps = 1e-4 * (1.0 + x.abs());
+                    c.data[j * dim + d] = x + eps;
+                    c.data[big * dim + d] = x - eps;
+                }
+                counts[j] = counts[big] / 2;
+                counts[big] -= counts[j];
+            }
+        }
+        if (last - loss).abs() <= 1e-4 * last.abs() {
+            break;
+        }
+        last = loss;
+    }
+    (c, loss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separates_clusters() {
+        // Three well-separated 2-d blobs.
+        let mut data = vec![];
+        for (cx, cy) in [(0.0, 0.0), (10.0, 10.0), (-10.0, 5.0)] {
+            for i in 0..100 {
+                let t = i as f32 * 0.01;
+                data.extend_from_slice(&[cx + t, cy - t]);
+            }
+        }
+        let (c, loss) = train(&data, 2, 3, 50, false, 7);
+        assert_eq!(c.k(), 3);
+        let a = c.assign(&data);
+        for b in 0..3 {
+            let first = a[b * 100];
+            assert!(a[b * 100..(b + 1) * 100].iter().all(|x| *x == first));
+        }
+        assert!(loss < 100.0, "{loss}");
+        assert_eq!(c.nearest_n(&[10.0, 10.0], 2)[0], a[100] as usize);
+    }
+}

@@ -1,0 +1,386 @@
+//! A trained vector index model: IVF centroids plus a quantizer (none,
+//! product or scalar), with Lance's encodings (research:
+//! lance-index-bytes.md sections 2.3, 2.4).
+
+use super::distance::{Metric, dot, l2_squared, normalize};
+use super::kmeans::{Centroids, par_ranges, train};
+use crate::error::{Error, Result};
+
+/// The vector index kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VectorKind {
+    IvfFlat,
+    IvfPq,
+    IvfSq,
+}
+
+impl VectorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            VectorKind::IvfFlat => "IVF_FLAT",
+            VectorKind::IvfPq => "IVF_PQ",
+            VectorKind::IvfSq => "IVF_SQ",
+        }
+    }
+
+    /// `ivf_pq`, `IVF-PQ`, `IvfFlat` ...; `None` if not a vector kind.
+    pub fn parse(s: &str) -> Option<VectorKind> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "ivfflat" => Some(VectorKind::IvfFlat),
+            "ivfpq" => Some(VectorKind::IvfPq),
+            "ivfsq" => Some(VectorKind::IvfSq),
+            _ => None,
+        }
+    }
+}
+
+/// How to build a vector index; `None` fields take Lance's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorParams {
+    pub kind: VectorKind,
+    pub metric: Metric,
+    pub num_partitions: Option<usize>,
+    pub num_sub_vectors: Option<usize>,
+    pub num_bits: u32,
+    pub max_iters: usize,
+    /// Training rows per centroid (IVF) and per code (PQ).
+    pub sample_rate: usize,
+}
+
+impl VectorParams {
+    pub fn new(kind: VectorKind) -> Self {
+        VectorParams {
+            kind,
+            metric: Metric::L2,
+            num_partitions: None,
+            num_sub_vectors: None,
+            num_bits: 8,
+            max_iters: 50,
+            sample_rate: 256,
+        }
+    }
+
+    /// Parameters from `WITH (name = value, ...)` options, Lance's names.
+    pub fn from_options(kind: VectorKind, options: &[(String, String)]) -> Result<Self> {
+        let mut p = VectorParams::new(kind);
+        for (k, v) in options {
+            let num = |what: &str| -> Result<usize> {
+                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::InvalidInput(format!("{what} must be a positive integer, got '{v}'"))
+                })
+            };
+            match k.to_ascii_lowercase().as_str() {
+                "metric" | "metric_type" | "distance_type" => p.metric = Metric::parse(v)?,
+                "num_partitions" => p.num_partitions = Some(num(k)?),
+                "num_sub_vectors" if kind == VectorKind::IvfPq => {
+                    p.num_sub_vectors = Some(num(k)?)
+                }
+                "num_bits" if kind != VectorKind::IvfFlat => {
+                    if num(k)? != 8 {
+                        return Err(Error::InvalidInput(format!(
+                            "num_bits = {v} is not supported ({} codes are 8 bits)",
+                            kind.name()
+                        )));
+                    }
+                }
+                "max_iterations" | "max_iters" => p.max_iters = num(k)?,
+                "sample_rate" => p.sample_rate = num(k)?,
+                other => {
+                    return Err(Error::InvalidInput(format!(
+                        "unknown option '{other}' for a {} index (options: metric, num_partitions{}, max_iterations, sample_rate)",
+                        kind.name(),
+                        match kind {
+                            VectorKind::IvfPq => ", num_sub_vectors, num_bits",
+                            VectorKind::IvfSq => ", num_bits",
+                            VectorKind::IvfFlat => "",
+                        }
+                    )));
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// Partitions for `rows` vectors: as given, else √rows (at least 1).
+    pub fn partitions_for(&self, rows: usize) -> usize {
+        self.num_partitions
+            .unwrap_or_else(|| ((rows as f64).sqrt().round() as usize).max(1))
+    }
+
+    /// Sub-vectors for `dim`: as given (must divide `dim`), else dim/16,
+    /// dim/8 or 1, the first that divides.
+    pub fn sub_vectors_for(&self, dim: usize) -> Result<usize> {
+        match self.num_sub_vectors {
+            Some(m) if dim % m == 0 => Ok(m),
+            Some(m) => Err(Error::InvalidInput(format!(
+                "num_sub_vectors = {m} does not divide the vector dimension {dim}"
+            ))),
+            None if dim % 16 == 0 && dim >= 16 => Ok(dim / 16),
+            None if dim % 8 == 0 && dim >= 8 => Ok(dim / 8),
+            None => Ok(1),
+        }
+    }
+}
+
+/// How vectors are stored in the partitions.
+#[derive(Debug, Clone)]
+pub enum Quantizer {
+    /// The vectors themselves (unit-normalised for cosine).
+    Flat,
+    /// `m` sub-vector codes of 8 bits; codebook `[m][256][dim/m]`.
+    Pq { m: usize, codebook: Vec<f32> },
+    /// One 8-bit code per dimension over `[start, end]`.
+    Sq { start: f32, end: f32 },
+}
+
+/// What a trained index knows besides the partitions' contents.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub kind: VectorKind,
+    pub metric: Metric,
+    pub dim: usize,
+    pub centroids: Centroids,
+    pub quantizer: Quantizer,
+    pub loss: f64,
+}
+
+pub const PQ_CODES: usize = 256;
+
+impl Model {
+    /// Trains a model on `sample` (row-major, `dim` wide, already prepared
+    /// with [`Model::prepare_with`]).
+    pub fn train(p: &VectorParams, dim: usize, sample: &[f32], total_rows: usize) -> Result<Model> {
+        let n = sample.len() / dim;
+        let k = p.partitions_for(total_rows).min(n.max(1));
+        let (centroids, loss) = train(sample, dim, k, p.max_iters, p.metric == Metric::Dot, 42);
+        let quantizer = match p.kind {
+            VectorKind::IvfFlat => Quantizer::Flat,
+            VectorKind::IvfSq => {
+                let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+                for x in sample.iter().filter(|x| x.is_finite()) {
+                    lo = lo.min(*x);
+                    hi = hi.max(*x);
+                }
+                if lo > hi {
+                    (lo, hi) = (0.0, 1.0);
+                }
+                Quantizer::Sq { start: lo, end: hi }
+            }
+            VectorKind::IvfPq => {
+                let m = p.sub_vectors_for(dim)?;
+                let sub = dim / m;
+                // Codes of residuals (l2, cosine) or of the vectors (dot).
+                let data: Vec<f32> = if p.metric == Metric::Dot {
+                    sample.to_vec()
+                } else {
+                    let assign = centroids.assign(sample);
+                    let mut r = sample.to_vec();
+                    for (i, a) in assign.iter().enumerate() {
+                        let c = centroids.row(*a as usize);
+                        for (x, y) in r[i * dim..(i + 1) * dim].iter_mut().zip(c) {
+                            *x -= y;
+                        }
+                    }
+                    r
+                };
+                let mut codebook = Vec::with_capacity(m * PQ_CODES * sub);
+                for j in 0..m {
+                    let part: Vec<f32> = (0..n)
+                        .flat_map(|i| data[i * dim + j * sub..i * dim + (j + 1) * sub].iter().copied())
+                        .collect();
+                    let (cb, _) = train(&part, sub, PQ_CODES, p.max_iters, false, 43 + j as u64);
+                    let mut cb = cb.data;
+                    // Fewer training rows than codes: pad with copies.
+                    while cb.len() < PQ_CODES * sub {
+                        let first = cb[..sub].to_vec();
+                        cb.extend(first);
+                    }
+                    codebook.extend(cb);
+                }
+                Quantizer::Pq { m, codebook }
+            }
+        };
+        Ok(Model {
+            kind: p.kind,
+            metric: p.metric,
+            dim,
+            centroids,
+            quantizer,
+            loss,
+        })
+    }
+
+    /// What the index stores a vector as before quantizing: unit length
+    /// for cosine, as is otherwise.
+    pub fn prepare_with(metric: Metric, v: &mut [f32]) {
+        if metric == Metric::Cosine {
+            normalize(v);
+        }
+    }
+
+    pub fn code_width(&self) -> usize {
+        match &self.quantizer {
+            Quantizer::Flat => 0,
+            Quantizer::Pq { m, .. } => *m,
+            Quantizer::Sq { .. } => self.dim,
+        }
+    }
+
+    /// Partition and code of every prepared vector of `data` (row-major),
+    /// in parallel: `(partitions, codes)` with `code_width` bytes per row
+    /// (none for flat).
+    pub fn encode(&self, data: &[f32]) -> (Vec<u32>, Vec<u8>) {
+        let dim = self.dim;
+        let n = data.len() / dim;
+        let w = self.code_width();
+        let parts = par_ranges(n, |r| {
+            let mut parts = Vec::with_capacity(r.len());
+            let mut codes = Vec::with_capacity(r.len() * w);
+            let mut resid = vec![0f32; dim];
+            for i in r {
+                let v = &data[i * dim..(i + 1) * dim];
+                let (p, _) = self.centroids.nearest(v);
+                parts.push(p as u32);
+                match &self.quantizer {
+                    Quantizer::Flat => {}
+                    Quantizer::Sq { start, end } => {
+                        codes.extend(v.iter().map(|x| sq_code(*x, *start, *end)));
+                    }
+                    Quantizer::Pq { m, codebook } => {
+                        let src: &[f32] = if self.metric == Metric::Dot {
+                            v
+                        } else {
+                            for ((r, x), c) in resid.iter_mut().zip(v).zip(self.centroids.row(p)) {
+                                *r = x - c;
+                            }
+                            &resid
+                        };
+                        let sub = dim / m;
+                        for j in 0..*m {
+                            let x = &src[j * sub..(j + 1) * sub];
+                            let book = &codebook[j * PQ_CODES * sub..(j + 1) * PQ_CODES * sub];
+                            let mut best = (0usize, f32::INFINITY);
+                            for c in 0..PQ_CODES {
+                                let d = l2_squared(x, &book[c * sub..(c + 1) * sub]);
+                                if d < best.1 {
+                                    best = (c, d);
+                                }
+                            }
+                            codes.push(best.0 as u8);
+                        }
+                    }
+                }
+            }
+            (parts, codes)
+        });
+        let mut ps = Vec::with_capacity(n);
+        let mut cs = Vec::with_capacity(n * w);
+        for (p, c) in parts {
+            ps.extend(p);
+            cs.extend(c);
+        }
+        (ps, cs)
+    }
+
+    /// A scorer of partition `p`'s codes for the prepared query `q`.
+    pub fn scorer(&self, q: &[f32], p: usize) -> Scorer {
+        match &self.quantizer {
+            Quantizer::Flat => Scorer::Flat,
+            Quantizer::Sq { start, end } => Scorer::Sq {
+                query: q.iter().map(|x| sq_code(*x, *start, *end) as f32).collect(),
+                scale: (end - start) / 255.0,
+                start: *start,
+            },
+            Quantizer::Pq { m, codebook } => {
+                let sub = self.dim / m;
+                let mut table = vec![0f32; m * PQ_CODES];
+                let mut r = q.to_vec();
+                if self.metric != Metric::Dot {
+                    for (x, c) in r.iter_mut().zip(self.centroids.row(p)) {
+                        *x -= c;
+                    }
+                }
+                for j in 0..*m {
+                    let x = &r[j * sub..(j + 1) * sub];
+                    for c in 0..PQ_CODES {
+                        let y = &codebook[(j * PQ_CODES + c) * sub..(j * PQ_CODES + c + 1) * sub];
+                        table[j * PQ_CODES + c] = if self.metric == Metric::Dot {
+                            -dot(x, y)
+                        } else {
+                            l2_squared(x, y)
+                        };
+                    }
+                }
+                Scorer::Pq { m: *m, table }
+            }
+        }
+    }
+}
+
+/// Lance's 8-bit scalar code: floor((x - start) / (end - start) · 255), clipped.
+pub fn sq_code(x: f32, start: f32, end: f32) -> u8 {
+    let span = end - start;
+    if span <= 0.0 {
+        return 0;
+    }
+    ((x - start) / span * 255.0).floor().clamp(0.0, 255.0) as u8
+}
+
+/// Approximate distances of one partition's rows to a query.
+pub enum Scorer {
+    Flat,
+    Pq { m: usize, table: Vec<f32> },
+    Sq { query: Vec<f32>, scale: f32, start: f32 },
+}
+
+impl Scorer {
+    /// Distances of the `n` rows of a partition: `flat` holds their
+    /// vectors (flat), `codes` their codes (PQ: transposed, byte `k·n + i`
+    /// is byte `k` of row `i`; SQ: row-major).
+    pub fn score(&self, metric: Metric, q: &[f32], n: usize, flat: &[f32], codes: &[u8]) -> Vec<f32> {
+        match self {
+            Scorer::Flat => {
+                let dim = q.len();
+                (0..n)
+                    .map(|i| metric.distance(q, &flat[i * dim..(i + 1) * dim]))
+                    .collect()
+            }
+            Scorer::Pq { m, table } => {
+                let mut out = vec![if metric == Metric::Dot { 1.0 } else { 0.0 }; n];
+                for k in 0..*m {
+                    let t = &table[k * PQ_CODES..(k + 1) * PQ_CODES];
+                    for (o, c) in out.iter_mut().zip(&codes[k * n..(k + 1) * n]) {
+                        *o += t[*c as usize];
+                    }
+                }
+                out
+            }
+            Scorer::Sq { query, scale, start } => {
+                let dim = query.len();
+                (0..n)
+                    .map(|i| {
+                        let c = &codes[i * dim..(i + 1) * dim];
+                        if metric == Metric::Dot {
+                            let s: f32 = c
+                                .iter()
+                                .zip(q)
+                                .map(|(c, x)| x * (start + (*c as f32 + 0.5) * scale))
+                                .sum();
+                            1.0 - s
+                        } else {
+                            let s: f32 = c
+                                .iter()
+                                .zip(query)
+                                .map(|(c, x)| {
+                                    let d = *c as f32 - x;
+                                    d * d
+                                })
+                                .sum();
+                            s * scale * scale
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}

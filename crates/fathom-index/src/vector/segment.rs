@@ -1,0 +1,327 @@
+//! A vector segment loaded for search: the model from `index.idx` (and
+//! the codebook / bounds from `auxiliary.idx`), partitions read on demand
+//! (only those probed) and kept in the [`IndexCache`].
+
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, UInt8Type, UInt64Type};
+use fathom_file::FileReader;
+use fathom_table::format::IndexMetadata;
+use object_store::ObjectStore;
+use object_store::path::Path;
+use prost::Message;
+
+use super::build::{AUX_FILE, INDEX_FILE};
+use super::distance::Metric;
+use super::kmeans::Centroids;
+use super::model::{Model, PQ_CODES, Quantizer, VectorKind};
+use super::pb;
+use crate::cache::IndexCache;
+use crate::error::{Error, Result};
+
+/// A loaded segment's header: the model and the partitions' row ranges.
+#[derive(Debug)]
+pub struct VectorSegment {
+    pub uuid: uuid::Uuid,
+    pub model: Arc<Model>,
+    offsets: Vec<u64>,
+    lengths: Vec<u32>,
+    aux: FileReader,
+    /// PQ codes stored transposed (pylance's default) or row by row.
+    transposed: bool,
+}
+
+/// One partition's rows.
+struct Partition {
+    ids: Vec<u64>,
+    flat: Vec<f32>,
+    codes: Vec<u8>,
+}
+
+/// What a search did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SearchStats {
+    pub partitions_probed: usize,
+    pub candidates_scored: usize,
+}
+
+fn corrupt(meta: &IndexMetadata, file: &str, msg: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(format!(
+        "vector index '{}' segment {} ({file}): {msg}",
+        meta.name, meta.uuid
+    ))
+}
+
+fn metadata_json(r: &FileReader, key: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(r.schema().metadata().get(key)?).ok()
+}
+
+async fn global(r: &FileReader, meta: &IndexMetadata, file: &str, key: &str) -> Result<bytes::Bytes> {
+    let idx: usize = r
+        .schema()
+        .metadata()
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| corrupt(meta, file, format!("no '{key}' global buffer")))?;
+    Ok(r.read_global_buffer(idx).await?)
+}
+
+fn tensor_f32(t: &pb::Tensor, meta: &IndexMetadata, file: &str) -> Result<Vec<f32>> {
+    if t.data_type != pb::TENSOR_F32 || t.data.len() % 4 != 0 {
+        return Err(corrupt(meta, file, format!("tensor of type {} is not float32", t.data_type)));
+    }
+    Ok(t.data
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect())
+}
+
+impl VectorSegment {
+    /// Loads (or finds in `cache`) the header of segment `meta`.
+    pub async fn load(
+        store: &Arc<dyn ObjectStore>,
+        root: &Path,
+        meta: &IndexMetadata,
+        cache: &IndexCache,
+    ) -> Result<Arc<VectorSegment>> {
+        let key = format!("vector/{}", meta.uuid);
+        if let Some(s) = cache.get::<VectorSegment>(&key) {
+            return Ok(s);
+        }
+        let index = crate::io::open(store, root, meta, INDEX_FILE).await?;
+        let info = metadata_json(&index, "lance:index")
+            .ok_or_else(|| corrupt(meta, INDEX_FILE, "no 'lance:index' metadata"))?;
+        let kind_name = info["type"].as_str().unwrap_or("");
+        let kind = VectorKind::parse(kind_name).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "vector index '{}' is {kind_name}, which this reader does not search",
+                meta.name
+            ))
+        })?;
+        let metric = Metric::parse(info["distance_type"].as_str().unwrap_or("l2"))?;
+        let ivf = pb::Ivf::decode(global(&index, meta, INDEX_FILE, "lance:ivf").await?)
+            .map_err(|e| corrupt(meta, INDEX_FILE, e))?;
+        let t = ivf
+            .centroids_tensor
+            .as_ref()
+            .ok_or_else(|| corrupt(meta, INDEX_FILE, "no centroids"))?;
+        let centroids = tensor_f32(t, meta, INDEX_FILE)?;
+        let [k, dim] = t.shape[..] else {
+            return Err(corrupt(meta, INDEX_FILE, "centroids are not a matrix"));
+        };
+        let (k, dim) = (k as usize, dim as usize);
+        if centroids.len() != k * dim || dim == 0 {
+            return Err(corrupt(meta, INDEX_FILE, "centroid data does not match its shape"));
+        }
+        let aux = crate::io::open(store, root, meta, AUX_FILE).await?;
+        let storage: serde_json::Value = metadata_json(&aux, "storage_metadata")
+            .and_then(|v| v.get(0).and_then(|s| s.as_str()).and_then(|s| serde_json::from_str(s).ok()))
+            .ok_or_else(|| corrupt(meta, AUX_FILE, "no 'storage_metadata'"))?;
+        let aux_ivf = pb::Ivf::decode(global(&aux, meta, AUX_FILE, "lance:ivf").await?)
+            .map_err(|e| corrupt(meta, AUX_FILE, e))?;
+        if aux_ivf.offsets.len() != k || aux_ivf.lengths.len() != k {
+            return Err(corrupt(meta, AUX_FILE, format!("{} partitions listed for {k} centroids", aux_ivf.lengths.len())));
+        }
+        let mut transposed = false;
+        let quantizer = match kind {
+            VectorKind::IvfFlat => Quantizer::Flat,
+            VectorKind::IvfSq => {
+                let b = &storage["bounds"];
+                let (Some(start), Some(end)) = (b["start"].as_f64(), b["end"].as_f64()) else {
+                    return Err(corrupt(meta, AUX_FILE, "no SQ bounds"));
+                };
+                if storage["num_bits"].as_u64().unwrap_or(8) != 8 {
+                    return Err(corrupt(meta, AUX_FILE, "only 8-bit SQ codes are supported"));
+                }
+                Quantizer::Sq { start: start as f32, end: end as f32 }
+            }
+            VectorKind::IvfPq => {
+                let m = storage["num_sub_vectors"].as_u64().unwrap_or(0) as usize;
+                if storage["nbits"].as_u64() != Some(8) {
+                    return Err(Error::InvalidInput(format!(
+                        "vector index '{}' has {}-bit PQ codes; only 8-bit codes are searched",
+                        meta.name, storage["nbits"]
+                    )));
+                }
+                if m == 0 || dim % m != 0 {
+                    return Err(corrupt(meta, AUX_FILE, format!("{m} sub-vectors for {dim} dimensions")));
+                }
+                transposed = storage["transposed"].as_bool().unwrap_or(false);
+                let pos = storage["codebook_position"].as_u64().unwrap_or(2) as usize;
+                let t = pb::Tensor::decode(aux.read_global_buffer(pos).await?)
+                    .map_err(|e| corrupt(meta, AUX_FILE, e))?;
+                let codebook = tensor_f32(&t, meta, AUX_FILE)?;
+                if codebook.len() != PQ_CODES * dim {
+                    return Err(corrupt(meta, AUX_FILE, "codebook size does not match"));
+                }
+                Quantizer::Pq { m, codebook }
+            }
+        };
+        let seg = Arc::new(VectorSegment {
+            uuid: meta.uuid,
+            model: Arc::new(Model {
+                kind,
+                metric,
+                dim,
+                centroids: Centroids {
+                    dim,
+                    data: centroids,
+                    inner_product: metric == Metric::Dot,
+                },
+                quantizer,
+                loss: ivf.loss.unwrap_or(0.0),
+            }),
+            offsets: aux_ivf.offsets,
+            lengths: aux_ivf.lengths,
+            aux,
+            transposed,
+        });
+        cache.insert(key, seg.clone(), (k * dim + PQ_CODES * dim) * 4);
+        Ok(seg)
+    }
+
+    pub fn num_partitions(&self) -> usize {
+        self.lengths.len()
+    }
+
+    async fn partition(&self, p: usize, cache: &IndexCache) -> Result<Arc<Partition>> {
+        let key = format!("vector/{}/{p}", self.uuid);
+        if let Some(x) = cache.get::<Partition>(&key) {
+            return Ok(x);
+        }
+        let n = self.lengths[p] as u64;
+        let start = self.offsets[p];
+        let part = if n == 0 {
+            Partition { ids: vec![], flat: vec![], codes: vec![] }
+        } else {
+            let b = self.aux.read_range(start..start + n, None).await?;
+            let ids = b.column(0).as_primitive::<UInt64Type>().values().to_vec();
+            let vals = b.column(1).as_fixed_size_list().values().clone();
+            match self.model.quantizer {
+                Quantizer::Flat => Partition {
+                    ids,
+                    flat: vals.as_primitive::<Float32Type>().values().to_vec(),
+                    codes: vec![],
+                },
+                Quantizer::Pq { m, .. } if !self.transposed => {
+                    let c = vals.as_primitive::<UInt8Type>().values();
+                    let n = n as usize;
+                    let mut t = vec![0u8; c.len()];
+                    for i in 0..n {
+                        for k in 0..m {
+                            t[k * n + i] = c[i * m + k];
+                        }
+                    }
+                    Partition { ids, flat: vec![], codes: t }
+                }
+                _ => Partition {
+                    ids,
+                    flat: vec![],
+                    codes: vals.as_primitive::<UInt8Type>().values().to_vec(),
+                },
+            }
+        };
+        let part = Arc::new(part);
+        let bytes = part.ids.len() * 8 + part.flat.len() * 4 + part.codes.len();
+        cache.insert(key, part.clone(), bytes);
+        Ok(part)
+    }
+
+    /// The `k` nearest stored ids to `query` (raw, `dim` long) among the
+    /// `nprobes` nearest partitions, by the index's approximate distance,
+    /// nearest first; rows whose id `allow` rejects never take a place.
+    pub async fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        nprobes: usize,
+        cache: &IndexCache,
+        allow: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
+        let model = &self.model;
+        if query.len() != model.dim {
+            return Err(Error::InvalidInput(format!(
+                "query vector has {} dimensions; the index has {}",
+                query.len(),
+                model.dim
+            )));
+        }
+        let mut q = query.to_vec();
+        Model::prepare_with(model.metric, &mut q);
+        let probes = model.centroids.nearest_n(&q, nprobes.max(1));
+        let mut heap: BinaryHeap<(Ordered, u64)> = BinaryHeap::new();
+        let mut stats = SearchStats::default();
+        for p in probes {
+            let part = self.partition(p, cache).await?;
+            stats.partitions_probed += 1;
+            let n = part.ids.len();
+            if n == 0 {
+                continue;
+            }
+            stats.candidates_scored += n;
+            let d = model
+                .scorer(&q, p)
+                .score(model.metric, &q, n, &part.flat, &part.codes);
+            for (i, dist) in d.into_iter().enumerate() {
+                let id = part.ids[i];
+                let e = (Ordered(dist), id);
+                if heap.len() == k && heap.peek().is_some_and(|top| e >= *top) {
+                    continue;
+                }
+                if !allow(id) {
+                    continue;
+                }
+                heap.push(e);
+                if heap.len() > k {
+                    heap.pop();
+                }
+            }
+        }
+        let mut out: Vec<(u64, f32)> = heap.into_iter().map(|(d, id)| (id, d.0)).collect();
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        Ok((out, stats))
+    }
+}
+
+/// An f32 ordered by `total_cmp` (NaN last).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ordered(pub f32);
+impl Eq for Ordered {}
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ordered {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// Whether a segment is a vector index (by its `index_details`).
+pub fn is_vector(meta: &IndexMetadata) -> bool {
+    meta.index_details
+        .as_ref()
+        .is_some_and(|d| d.type_url.ends_with("VectorIndexDetails"))
+}
+
+/// The kind and metric a vector segment's manifest entry declares.
+pub fn declared(meta: &IndexMetadata) -> Option<(String, Metric)> {
+    if !is_vector(meta) {
+        return None;
+    }
+    let d = meta.index_details.as_ref()?;
+    let v = pb::VectorIndexDetails::decode(d.value.as_slice()).ok()?;
+    let kind = if v.hnsw_index_config.is_some() {
+        "IVF_HNSW_SQ"
+    } else if v.pq.is_some() {
+        "IVF_PQ"
+    } else if v.sq.is_some() {
+        "IVF_SQ"
+    } else {
+        "IVF_FLAT"
+    };
+    Some((kind.to_string(), Metric::from_proto(v.metric_type).ok()?))
+}
