@@ -29,10 +29,12 @@ mod error;
 pub mod exec;
 mod factory;
 mod index_expr;
+pub mod knn;
 pub mod plan;
 mod provider;
 mod pruning;
 pub mod sql;
+pub mod udf;
 mod udtf;
 mod util;
 
@@ -56,7 +58,9 @@ pub use util::{storage_schema, storage_type, to_storage};
 /// A session with Fathom set up: `STORED AS LANCE`, `lance_table(...)`,
 /// and, when `data_dir` is given, its datasets as the default schema.
 pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext> {
-    let mut config = SessionConfig::new().with_information_schema(true);
+    let mut config = SessionConfig::new()
+        .with_information_schema(true)
+        .with_option_extension(knn::FathomOptions::default());
     // Lance 2.0 stores plain strings; VARCHAR maps to Utf8 rather than Utf8View.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
     let mut state = with_fathom_rules(
@@ -70,6 +74,9 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
         .insert("LANCE".to_string(), Arc::new(FathomTableFactory));
     let ctx = SessionContext::new_with_state(state);
     ctx.register_udtf("lance_table", Arc::new(LanceTableFunction));
+    for f in udf::distance_udfs() {
+        ctx.register_udf(f);
+    }
     if let Some(dir) = data_dir {
         let catalog = ctx.catalog("datafusion").expect("default catalog");
         catalog.register_schema("public", Arc::new(DirectorySchema::new(dir)?))?;
@@ -81,7 +88,9 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
 /// DataFusion's: [`IndexCountRule`] (counts from index row sets). Tables
 /// work without them, with the same results, only slower.
 pub fn with_fathom_rules(builder: SessionStateBuilder) -> SessionStateBuilder {
-    builder.with_physical_optimizer_rule(Arc::new(IndexCountRule))
+    builder
+        .with_physical_optimizer_rule(Arc::new(IndexCountRule))
+        .with_optimizer_rule(Arc::new(knn::KnnRule))
 }
 
 /// Registers the dataset at `uri` as table `name` (latest version).

@@ -143,6 +143,11 @@ impl FathomTable {
         }
     }
 
+    /// How the table scans.
+    pub fn options(&self) -> &TableOptions {
+        &self.options
+    }
+
     /// The table's index cache.
     pub fn index_cache(&self) -> &Arc<fathom_index::IndexCache> {
         &self.index_cache
@@ -303,7 +308,7 @@ impl FathomTable {
 }
 
 /// Removes table qualifiers: the read schema is unqualified.
-fn strip_qualifiers(e: Expr) -> Result<Expr> {
+pub(crate) fn strip_qualifiers(e: Expr) -> Result<Expr> {
     Ok(e.transform(|e| match e {
         Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
             c.name,

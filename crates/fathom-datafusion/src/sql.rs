@@ -2,6 +2,9 @@
 //!
 //! ```sql
 //! CREATE INDEX name ON t [USING BTREE | BITMAP | ZONEMAP] (column);
+//! CREATE INDEX name ON t USING IVF_PQ | IVF_FLAT | IVF_SQ (vector_column)
+//!     [WITH (metric = 'l2' | 'cosine' | 'dot', num_partitions = 256,
+//!            num_sub_vectors = 16, max_iterations = 50, sample_rate = 256)];
 //! CREATE INDEX IF NOT EXISTS name ON t ...;   -- extends an existing index to new fragments
 //! DROP INDEX name ON t;
 //! REINDEX [INDEX] name ON t;                 -- rebuilds: one new segment over every fragment
@@ -17,8 +20,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType, ObjectType, Statement};
+use fathom_index::vector::{VectorKind, VectorParams};
 use fathom_index::{
-    IndexKind, create_index, drop_index, extend_index, list_indexes, rebuild_index,
+    IndexKind, create_index, create_vector_index, drop_index, extend_index, list_indexes,
+    rebuild_index,
 };
 
 use crate::catalog::DirectorySchema;
@@ -73,11 +78,28 @@ async fn fathom_statement(
                     )));
                 }
             };
-            let kind = match &ci.using {
-                None | Some(IndexType::BTree) => IndexKind::BTREE,
-                Some(IndexType::Custom(id)) => IndexKind::parse(&id.value).map_err(idx_err)?,
-                Some(other) => IndexKind::parse(&other.to_string()).map_err(idx_err)?,
+            let using = match &ci.using {
+                None => None,
+                Some(IndexType::Custom(id)) => Some(id.value.clone()),
+                Some(other) => Some(other.to_string()),
             };
+            let options = with_options(&ci.with)?;
+            let vector = using.as_deref().and_then(VectorKind::parse);
+            let kind = match (&using, vector) {
+                (_, Some(_)) => IndexKind::BTREE,
+                (None, None) => IndexKind::BTREE,
+                (Some(u), None) => IndexKind::parse(u).map_err(idx_err)?,
+            };
+            if vector.is_none() && !options.is_empty() {
+                return Err(DataFusionError::Plan(format!(
+                    "a {kind} index takes no options (WITH ({}))",
+                    options
+                        .iter()
+                        .map(|(k, _)| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
             let provider = fathom_table(ctx, &table).await?;
             let t = provider.downcast_ref::<FathomTable>().unwrap();
             if t.is_pinned() {
@@ -89,6 +111,11 @@ async fn fathom_statement(
             let exists = ds.manifest().indices.iter().any(|i| i.name == name);
             let new = if exists && ci.if_not_exists {
                 extend_index(&ds, &name).await.map_err(idx_err)?
+            } else if let Some(v) = vector {
+                let params = VectorParams::from_options(v, &options).map_err(idx_err)?;
+                create_vector_index(&ds, &name, &column, params, None)
+                    .await
+                    .map_err(idx_err)?
             } else {
                 create_index(&ds, &name, &column, kind)
                     .await
@@ -123,6 +150,38 @@ async fn fathom_statement(
         }
         _ => Ok(None),
     }
+}
+
+/// `WITH (name = value, ...)` of CREATE INDEX as (name, value) pairs;
+/// values are numbers, strings or identifiers.
+fn with_options(with: &[SqlExpr]) -> Result<Vec<(String, String)>> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, Value};
+    with.iter()
+        .map(|e| match e {
+            SqlExpr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let key = match left.as_ref() {
+                    SqlExpr::Identifier(id) => id.value.clone(),
+                    other => other.to_string(),
+                };
+                let value = match right.as_ref() {
+                    SqlExpr::Value(v) => match &v.value {
+                        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                    SqlExpr::Identifier(id) => id.value.clone(),
+                    other => other.to_string(),
+                };
+                Ok((key, value))
+            }
+            other => Err(DataFusionError::Plan(format!(
+                "index options are written name = value; got {other}"
+            ))),
+        })
+        .collect()
 }
 
 /// The indexes of a table as rows (name, kind, column, segments, covered

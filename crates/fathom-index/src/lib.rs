@@ -30,6 +30,7 @@ pub use cache::IndexCache;
 pub use error::{Error, Result};
 pub use kind::{Groups, IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
 pub use lifecycle::{
-    IndexInfo, create_index, create_vector_index, drop_index, extend_index, list_indexes, rebuild_index,
+    IndexInfo, create_index, create_vector_index, drop_index, extend_index, list_indexes,
+    rebuild_index,
 };
 pub use query::{Exactness, RankedResult, ScalarQuery, SearchResult};

@@ -240,9 +240,8 @@ pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
         let p = vector_params_of(ds, first).await?;
         build_vector_segment(ds, name, &column, Training::Train(p), frags, None).await?
     } else {
-        let kind = usable(first).map_err(|u| {
-            Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}"))
-        })?;
+        let kind = usable(first)
+            .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}")))?;
         build_segment(ds, name, &column, kind, frags).await?
     };
     Ok(ds

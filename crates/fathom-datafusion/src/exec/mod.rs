@@ -5,5 +5,6 @@ pub mod count;
 pub mod dml;
 pub mod exclusion;
 pub mod index_scan;
+pub mod knn;
 pub mod scan;
 pub mod take;

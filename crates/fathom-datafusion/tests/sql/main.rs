@@ -11,3 +11,4 @@ mod indexes;
 mod pylance_stable;
 mod row_stream;
 mod slt;
+mod vector;

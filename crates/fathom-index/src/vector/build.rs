@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt8Array, UInt64Array};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, UInt8Array, UInt64Array,
+};
 use arrow_schema::{DataType, Field, Schema};
 use fathom_file::{FileWriter, FileWriterOptions};
 use fathom_table::format::{IndexFile, IndexMetadata};
@@ -55,7 +57,12 @@ pub fn vector_dim(ds: &Dataset, column: &str) -> Result<usize> {
 }
 
 /// Valid (non-null) vectors of `col` with their ids, prepared for `metric`.
-fn vectors_of(col: &ArrayRef, ids: &UInt64Array, dim: usize, metric: Metric) -> (Vec<f32>, Vec<u64>) {
+fn vectors_of(
+    col: &ArrayRef,
+    ids: &UInt64Array,
+    dim: usize,
+    metric: Metric,
+) -> (Vec<f32>, Vec<u64>) {
     let fsl = col.as_fixed_size_list();
     let values = fsl.values().as_primitive::<Float32Type>();
     let mut out = Vec::with_capacity(fsl.len() * dim);
@@ -96,7 +103,11 @@ pub async fn build_vector_segment(
 ) -> Result<IndexMetadata> {
     let dim = vector_dim(ds, column)?;
     let field_id = ds.manifest().schema.fields[ds.schema().index_of(column)?].id;
-    let id_column = if ds.manifest().uses_stable_row_ids() { ROW_ID } else { ROW_ADDR };
+    let id_column = if ds.manifest().uses_stable_row_ids() {
+        ROW_ID
+    } else {
+        ROW_ADDR
+    };
     let total: u64 = ds
         .fragments()
         .iter()
@@ -141,7 +152,12 @@ pub async fn build_vector_segment(
             let mut rng = StdRng::seed_from_u64(0x5eed);
             let mut s = Box::pin(stream().await?);
             while let Some(b) = s.try_next().await? {
-                let (v, _) = vectors_of(b.column(0), b.column(1).as_primitive::<UInt64Type>(), dim, p.metric);
+                let (v, _) = vectors_of(
+                    b.column(0),
+                    b.column(1).as_primitive::<UInt64Type>(),
+                    dim,
+                    p.metric,
+                );
                 for row in v.chunks_exact(dim) {
                     if (seen as usize) < want {
                         sample.extend_from_slice(row);
@@ -170,7 +186,12 @@ pub async fn build_vector_segment(
     let mut done = 0u64;
     let mut s = Box::pin(stream().await?);
     while let Some(b) = s.try_next().await? {
-        let (v, vid) = vectors_of(b.column(0), b.column(1).as_primitive::<UInt64Type>(), dim, model.metric);
+        let (v, vid) = vectors_of(
+            b.column(0),
+            b.column(1).as_primitive::<UInt64Type>(),
+            dim,
+            model.metric,
+        );
         let (parts, code) = cpu(|| model.encode(&v));
         for (i, p) in parts.iter().enumerate() {
             let p = *p as usize;
@@ -194,7 +215,12 @@ pub async fn build_vector_segment(
         name: name.to_string(),
         fields: vec![field_id],
         dataset_version: ds.version(),
-        fragment_bitmap: Some(fragments.iter().map(|f| *f as u32).collect::<RoaringBitmap>()),
+        fragment_bitmap: Some(
+            fragments
+                .iter()
+                .map(|f| *f as u32)
+                .collect::<RoaringBitmap>(),
+        ),
         index_details: Some(details(&model)),
         index_version: Some(1),
         created_at_ms: Some(
@@ -295,7 +321,10 @@ async fn write_aux(
         Quantizer::Flat => (
             Field::new(
                 "flat",
-                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("item", DataType::Float32, true)),
+                    dim as i32,
+                ),
                 false,
             ),
             format!("{{\"dim\":{dim}}}"),
@@ -303,7 +332,10 @@ async fn write_aux(
         Quantizer::Pq { m, .. } => (
             Field::new(
                 "__pq_code",
-                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::UInt8, true)), *m as i32),
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("item", DataType::UInt8, true)),
+                    *m as i32,
+                ),
                 true,
             ),
             format!(
@@ -313,7 +345,10 @@ async fn write_aux(
         Quantizer::Sq { start, end } => (
             Field::new(
                 "__sq_code",
-                DataType::FixedSizeList(Arc::new(Field::new("item", DataType::UInt8, true)), dim as i32),
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("item", DataType::UInt8, true)),
+                    dim as i32,
+                ),
                 true,
             ),
             format!(
@@ -395,7 +430,10 @@ async fn write_aux(
     }
     w.set_metadata("distance_type", model.metric.name());
     w.set_metadata("lance:ivf", "1");
-    w.set_metadata("storage_metadata", serde_json::to_string(&[storage]).unwrap());
+    w.set_metadata(
+        "storage_metadata",
+        serde_json::to_string(&[storage]).unwrap(),
+    );
     let written = w.finish().await?;
     Ok(IndexFile {
         path: AUX_FILE.to_string(),

@@ -141,6 +141,11 @@ mod tests {
         assert!((Metric::Cosine.distance(&a, &b) - c).abs() < 1e-5);
         assert_eq!(Metric::Cosine.distance(&a, &[0.0; 9]), 1.0);
         assert_eq!(Metric::parse("Euclidean").unwrap(), Metric::L2);
-        assert!(Metric::parse("hamming").unwrap_err().to_string().contains("hamming"));
+        assert!(
+            Metric::parse("hamming")
+                .unwrap_err()
+                .to_string()
+                .contains("hamming")
+        );
     }
 }

@@ -72,9 +72,7 @@ impl VectorParams {
             match k.to_ascii_lowercase().as_str() {
                 "metric" | "metric_type" | "distance_type" => p.metric = Metric::parse(v)?,
                 "num_partitions" => p.num_partitions = Some(num(k)?),
-                "num_sub_vectors" if kind == VectorKind::IvfPq => {
-                    p.num_sub_vectors = Some(num(k)?)
-                }
+                "num_sub_vectors" if kind == VectorKind::IvfPq => p.num_sub_vectors = Some(num(k)?),
                 "num_bits" if kind != VectorKind::IvfFlat => {
                     if num(k)? != 8 {
                         return Err(Error::InvalidInput(format!(
@@ -111,12 +109,12 @@ impl VectorParams {
     /// dim/8 or 1, the first that divides.
     pub fn sub_vectors_for(&self, dim: usize) -> Result<usize> {
         match self.num_sub_vectors {
-            Some(m) if dim % m == 0 => Ok(m),
+            Some(m) if dim.is_multiple_of(m) => Ok(m),
             Some(m) => Err(Error::InvalidInput(format!(
                 "num_sub_vectors = {m} does not divide the vector dimension {dim}"
             ))),
-            None if dim % 16 == 0 && dim >= 16 => Ok(dim / 16),
-            None if dim % 8 == 0 && dim >= 8 => Ok(dim / 8),
+            None if dim.is_multiple_of(16) && dim >= 16 => Ok(dim / 16),
+            None if dim.is_multiple_of(8) && dim >= 8 => Ok(dim / 8),
             None => Ok(1),
         }
     }
@@ -186,7 +184,11 @@ impl Model {
                 let mut codebook = Vec::with_capacity(m * PQ_CODES * sub);
                 for j in 0..m {
                     let part: Vec<f32> = (0..n)
-                        .flat_map(|i| data[i * dim + j * sub..i * dim + (j + 1) * sub].iter().copied())
+                        .flat_map(|i| {
+                            data[i * dim + j * sub..i * dim + (j + 1) * sub]
+                                .iter()
+                                .copied()
+                        })
                         .collect();
                     let (cb, _) = train(&part, sub, PQ_CODES, p.max_iters, false, 43 + j as u64);
                     let mut cb = cb.data;
@@ -329,15 +331,29 @@ pub fn sq_code(x: f32, start: f32, end: f32) -> u8 {
 /// Approximate distances of one partition's rows to a query.
 pub enum Scorer {
     Flat,
-    Pq { m: usize, table: Vec<f32> },
-    Sq { query: Vec<f32>, scale: f32, start: f32 },
+    Pq {
+        m: usize,
+        table: Vec<f32>,
+    },
+    Sq {
+        query: Vec<f32>,
+        scale: f32,
+        start: f32,
+    },
 }
 
 impl Scorer {
     /// Distances of the `n` rows of a partition: `flat` holds their
     /// vectors (flat), `codes` their codes (PQ: transposed, byte `k·n + i`
     /// is byte `k` of row `i`; SQ: row-major).
-    pub fn score(&self, metric: Metric, q: &[f32], n: usize, flat: &[f32], codes: &[u8]) -> Vec<f32> {
+    pub fn score(
+        &self,
+        metric: Metric,
+        q: &[f32],
+        n: usize,
+        flat: &[f32],
+        codes: &[u8],
+    ) -> Vec<f32> {
         match self {
             Scorer::Flat => {
                 let dim = q.len();
@@ -355,7 +371,11 @@ impl Scorer {
                 }
                 out
             }
-            Scorer::Sq { query, scale, start } => {
+            Scorer::Sq {
+                query,
+                scale,
+                start,
+            } => {
                 let dim = query.len();
                 (0..n)
                     .map(|i| {

@@ -58,7 +58,12 @@ fn metadata_json(r: &FileReader, key: &str) -> Option<serde_json::Value> {
     serde_json::from_str(r.schema().metadata().get(key)?).ok()
 }
 
-async fn global(r: &FileReader, meta: &IndexMetadata, file: &str, key: &str) -> Result<bytes::Bytes> {
+async fn global(
+    r: &FileReader,
+    meta: &IndexMetadata,
+    file: &str,
+    key: &str,
+) -> Result<bytes::Bytes> {
     let idx: usize = r
         .schema()
         .metadata()
@@ -69,8 +74,12 @@ async fn global(r: &FileReader, meta: &IndexMetadata, file: &str, key: &str) -> 
 }
 
 fn tensor_f32(t: &pb::Tensor, meta: &IndexMetadata, file: &str) -> Result<Vec<f32>> {
-    if t.data_type != pb::TENSOR_F32 || t.data.len() % 4 != 0 {
-        return Err(corrupt(meta, file, format!("tensor of type {} is not float32", t.data_type)));
+    if t.data_type != pb::TENSOR_F32 || !t.data.len().is_multiple_of(4) {
+        return Err(corrupt(
+            meta,
+            file,
+            format!("tensor of type {} is not float32", t.data_type),
+        ));
     }
     Ok(t.data
         .chunks_exact(4)
@@ -113,16 +122,31 @@ impl VectorSegment {
         };
         let (k, dim) = (k as usize, dim as usize);
         if centroids.len() != k * dim || dim == 0 {
-            return Err(corrupt(meta, INDEX_FILE, "centroid data does not match its shape"));
+            return Err(corrupt(
+                meta,
+                INDEX_FILE,
+                "centroid data does not match its shape",
+            ));
         }
         let aux = crate::io::open(store, root, meta, AUX_FILE).await?;
         let storage: serde_json::Value = metadata_json(&aux, "storage_metadata")
-            .and_then(|v| v.get(0).and_then(|s| s.as_str()).and_then(|s| serde_json::from_str(s).ok()))
+            .and_then(|v| {
+                v.get(0)
+                    .and_then(|s| s.as_str())
+                    .and_then(|s| serde_json::from_str(s).ok())
+            })
             .ok_or_else(|| corrupt(meta, AUX_FILE, "no 'storage_metadata'"))?;
         let aux_ivf = pb::Ivf::decode(global(&aux, meta, AUX_FILE, "lance:ivf").await?)
             .map_err(|e| corrupt(meta, AUX_FILE, e))?;
         if aux_ivf.offsets.len() != k || aux_ivf.lengths.len() != k {
-            return Err(corrupt(meta, AUX_FILE, format!("{} partitions listed for {k} centroids", aux_ivf.lengths.len())));
+            return Err(corrupt(
+                meta,
+                AUX_FILE,
+                format!(
+                    "{} partitions listed for {k} centroids",
+                    aux_ivf.lengths.len()
+                ),
+            ));
         }
         let mut transposed = false;
         let quantizer = match kind {
@@ -135,7 +159,10 @@ impl VectorSegment {
                 if storage["num_bits"].as_u64().unwrap_or(8) != 8 {
                     return Err(corrupt(meta, AUX_FILE, "only 8-bit SQ codes are supported"));
                 }
-                Quantizer::Sq { start: start as f32, end: end as f32 }
+                Quantizer::Sq {
+                    start: start as f32,
+                    end: end as f32,
+                }
             }
             VectorKind::IvfPq => {
                 let m = storage["num_sub_vectors"].as_u64().unwrap_or(0) as usize;
@@ -146,7 +173,11 @@ impl VectorSegment {
                     )));
                 }
                 if m == 0 || dim % m != 0 {
-                    return Err(corrupt(meta, AUX_FILE, format!("{m} sub-vectors for {dim} dimensions")));
+                    return Err(corrupt(
+                        meta,
+                        AUX_FILE,
+                        format!("{m} sub-vectors for {dim} dimensions"),
+                    ));
                 }
                 transposed = storage["transposed"].as_bool().unwrap_or(false);
                 let pos = storage["codebook_position"].as_u64().unwrap_or(2) as usize;
@@ -194,7 +225,11 @@ impl VectorSegment {
         let n = self.lengths[p] as u64;
         let start = self.offsets[p];
         let part = if n == 0 {
-            Partition { ids: vec![], flat: vec![], codes: vec![] }
+            Partition {
+                ids: vec![],
+                flat: vec![],
+                codes: vec![],
+            }
         } else {
             let b = self.aux.read_range(start..start + n, None).await?;
             let ids = b.column(0).as_primitive::<UInt64Type>().values().to_vec();
@@ -214,7 +249,11 @@ impl VectorSegment {
                             t[k * n + i] = c[i * m + k];
                         }
                     }
-                    Partition { ids, flat: vec![], codes: t }
+                    Partition {
+                        ids,
+                        flat: vec![],
+                        codes: t,
+                    }
                 }
                 _ => Partition {
                     ids,

@@ -1,0 +1,474 @@
+//! Nearest-neighbour queries from SQL.
+//!
+//! ```sql
+//! SELECT id, l2_distance(emb, [0.1, ...]) AS d FROM t WHERE category = 'c3'
+//! ORDER BY d LIMIT 10;
+//! ```
+//!
+//! [`KnnRule`], a logical optimizer rule, finds `Sort(fetch = k)` whose
+//! first key (ascending) is a distance function of a vector column and a
+//! constant vector, over projections of a Fathom table scan whose filters
+//! were all pushed into the scan, and swaps the scan's source for a
+//! [`KnnTable`]: the same table, whose scan returns only the k nearest
+//! rows that pass the filters ([`KnnExec`]). The sort and projection
+//! above stay, so the distances users see are computed by the same
+//! function on the stored vectors, and the order is theirs. A logical
+//! rule rather than a physical one because the scan is then planned once,
+//! with the filters (as logical expressions) and the projection that the
+//! table provider receives; DataFusion's own sort pushdown stops at a
+//! computed sort key (research: rust-ecosystem.md section 8).
+//!
+//! A WHERE filter is a prefilter: the k nearest among rows that pass.
+//! Session settings: `SET fathom.nprobes = 20`, `fathom.refine_factor`,
+//! `fathom.exact_search = true` (brute force, no index).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::extensions_options;
+use datafusion::common::tree_node::Transformed;
+use datafusion::config::ConfigExtension;
+use datafusion::datasource::{TableProvider, TableType, provider_as_source, source_as_provider};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{
+    Expr, LogicalPlan, Projection as LProjection, Sort, TableProviderFilterPushDown, TableScan,
+};
+use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
+use datafusion::physical_plan::ExecutionPlan;
+use fathom_index::vector::{Metric, declared, is_vector};
+use fathom_table::{Dataset, Manifest, ROW_ADDR, ROW_ID};
+use roaring::RoaringBitmap;
+
+use crate::exec::knn::{KnnExec, KnnSegment, KnnSpec};
+use crate::plan::{LowerContext, ScanRequest, Snapshot, lower, plan_scan, projection_of};
+use crate::provider::FathomTable;
+use crate::udf::{DistanceUdf, Vectors};
+
+extensions_options! {
+    /// Fathom's session settings (`SET fathom.<name> = <value>`).
+    pub struct FathomOptions {
+        /// Vector search: IVF partitions probed per segment.
+        pub nprobes: usize, default = 20
+        /// Vector search: candidates per segment are k × this (at least
+        /// k), re-ranked by exact distance.
+        pub refine_factor: usize, default = 1
+        /// Vector search: ignore vector indexes, search by brute force.
+        pub exact_search: bool, default = false
+    }
+}
+
+impl ConfigExtension for FathomOptions {
+    const PREFIX: &'static str = "fathom";
+}
+
+/// Rewrites `ORDER BY distance LIMIT k` over a Fathom table into a
+/// vector search (see the module documentation).
+#[derive(Debug, Default)]
+pub struct KnnRule;
+
+/// A distance call found in a sort key.
+struct Found {
+    metric: Metric,
+    column: String,
+    query: Vec<f32>,
+}
+
+fn distance_call(e: &Expr) -> Option<Found> {
+    let Expr::ScalarFunction(f) = e else {
+        return None;
+    };
+    let udf = f.func.inner().downcast_ref::<DistanceUdf>()?;
+    let [a, b] = f.args.as_slice() else {
+        return None;
+    };
+    let (col, lit) = match (a, b) {
+        (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => (c, v),
+        _ => return None,
+    };
+    let v = Vectors::from_scalar("distance", lit).ok()?;
+    let q = v.get(0)?.to_vec();
+    Some(Found {
+        metric: udf.metric(),
+        column: col.name.clone(),
+        query: q,
+    })
+}
+
+/// The distance call a sort key names: the call itself, or a column the
+/// projection below defines as one.
+fn sort_key_distance(key: &Expr, input: &LogicalPlan) -> Option<Found> {
+    if let Some(f) = distance_call(key) {
+        return Some(f);
+    }
+    let Expr::Column(c) = key else {
+        return None;
+    };
+    let LogicalPlan::Projection(p) = input else {
+        return None;
+    };
+    let i = p.schema.index_of_column(c).ok()?;
+    distance_call(p.expr[i].clone().unalias_nested().data.as_ref_expr())
+}
+
+trait AsRefExpr {
+    fn as_ref_expr(&self) -> &Expr;
+}
+impl AsRefExpr for Expr {
+    fn as_ref_expr(&self) -> &Expr {
+        self
+    }
+}
+
+/// `plan` with its Fathom table scan (under projections only) replaced by
+/// a [`KnnTable`] scan; `None` if the shape does not fit.
+fn replace_scan(plan: &LogicalPlan, knn: &Found, k: usize) -> Result<Option<LogicalPlan>> {
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let Some(input) = replace_scan(&p.input, knn, k)? else {
+                return Ok(None);
+            };
+            Ok(Some(LogicalPlan::Projection(
+                LProjection::try_new_with_schema(
+                    p.expr.clone(),
+                    Arc::new(input),
+                    p.schema.clone(),
+                )?,
+            )))
+        }
+        LogicalPlan::TableScan(scan) if scan.fetch.is_none() => {
+            let Ok(provider) = source_as_provider(&scan.source) else {
+                return Ok(None);
+            };
+            if provider.downcast_ref::<FathomTable>().is_none() {
+                return Ok(None);
+            }
+            if scan
+                .projected_schema
+                .index_of_column_by_name(None, &knn.column)
+                .is_none()
+                && provider.schema().index_of(&knn.column).is_err()
+            {
+                return Ok(None);
+            }
+            let table = KnnTable {
+                inner: provider,
+                column: knn.column.clone(),
+                query: knn.query.clone(),
+                metric: knn.metric,
+                k,
+            };
+            Ok(Some(LogicalPlan::TableScan(TableScan {
+                table_name: scan.table_name.clone(),
+                source: provider_as_source(Arc::new(table)),
+                projection: scan.projection.clone(),
+                projected_schema: scan.projected_schema.clone(),
+                filters: scan.filters.clone(),
+                fetch: None,
+                statistics_requests: scan.statistics_requests.clone(),
+            })))
+        }
+        _ => Ok(None),
+    }
+}
+
+impl OptimizerRule for KnnRule {
+    fn name(&self) -> &str {
+        "fathom_knn"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::TopDown)
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let LogicalPlan::Sort(sort) = &plan else {
+            return Ok(Transformed::no(plan));
+        };
+        let (Some(k), Some(first)) = (sort.fetch, sort.expr.first()) else {
+            return Ok(Transformed::no(plan));
+        };
+        if !first.asc {
+            return Ok(Transformed::no(plan));
+        }
+        let Some(found) = sort_key_distance(&first.expr, &sort.input) else {
+            return Ok(Transformed::no(plan));
+        };
+        match replace_scan(&sort.input, &found, k)? {
+            Some(input) => Ok(Transformed::yes(LogicalPlan::Sort(Sort {
+                expr: sort.expr.clone(),
+                input: Arc::new(input),
+                fetch: sort.fetch,
+            }))),
+            None => Ok(Transformed::no(plan)),
+        }
+    }
+}
+
+/// A Fathom table whose scan returns the k nearest rows to a query vector
+/// (among rows that pass the pushed filters).
+#[derive(Debug)]
+pub struct KnnTable {
+    inner: Arc<dyn TableProvider>,
+    column: String,
+    query: Vec<f32>,
+    metric: Metric,
+    k: usize,
+}
+
+/// The dataset's columns, then `_rowid` and `_rowaddr`: the schema the
+/// search's inner scans are planned against.
+fn scan_schema(ds: &Dataset) -> SchemaRef {
+    let mut fields: Vec<Field> = ds
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(ROW_ID, DataType::UInt64, true));
+    fields.push(Field::new(ROW_ADDR, DataType::UInt64, true));
+    Arc::new(Schema::new(fields))
+}
+
+/// `m` with only the fragments in `keep`.
+fn restricted(m: &Manifest, keep: impl Fn(u64) -> bool) -> Manifest {
+    let mut m = m.clone();
+    m.fragments.retain(|f| keep(f.id));
+    m
+}
+
+impl KnnTable {
+    fn table(&self) -> &FathomTable {
+        self.inner
+            .downcast_ref::<FathomTable>()
+            .expect("checked by the rule")
+    }
+
+    /// Plans and lowers a Fathom scan of `ds`'s fragments in `keep`.
+    #[allow(clippy::too_many_arguments)]
+    fn inner_scan(
+        &self,
+        state: &dyn Session,
+        ds: &Dataset,
+        schema: &SchemaRef,
+        keep: &dyn Fn(u64) -> bool,
+        output: Vec<usize>,
+        filters: &[Expr],
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let manifest = restricted(ds.manifest(), keep);
+        let t = self.table();
+        let req = ScanRequest {
+            output,
+            filters: filters.to_vec(),
+            limit: None,
+            target_partitions: state.config().target_partitions(),
+            min_rows_per_partition: t.options().min_rows_per_partition,
+            zone_pruning: t.options().zone_pruning,
+        };
+        let snap = Snapshot {
+            manifest: &manifest,
+            schema: ds.schema(),
+            table_schema: schema,
+        };
+        let plan = plan_scan(snap, &req)?;
+        lower(
+            &plan,
+            &LowerContext {
+                session: state,
+                dataset: ds,
+                table_schema: schema,
+                cache: t.index_cache(),
+            },
+        )
+    }
+}
+
+#[async_trait]
+impl TableProvider for KnnTable {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        self.inner.supports_filters_pushdown(filters)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let t = self.table();
+        let ds = t.latest().await?;
+        let table_schema = t.schema();
+        let schema = scan_schema(&ds);
+        let column = ds.schema().index_of(&self.column).map_err(|_| {
+            DataFusionError::Plan(format!("no vector column named '{}'", self.column))
+        })?;
+        match ds.schema().field(column).data_type() {
+            DataType::FixedSizeList(_, n) if *n as usize == self.query.len() => {}
+            DataType::FixedSizeList(_, n) => {
+                return Err(DataFusionError::Plan(format!(
+                    "the query vector has {} dimensions; column '{}' has {n}",
+                    self.query.len(),
+                    self.column
+                )));
+            }
+            DataType::List(_) | DataType::LargeList(_) => {}
+            other => {
+                return Err(DataFusionError::Plan(format!(
+                    "column '{}' is {other}, not a vector",
+                    self.column
+                )));
+            }
+        }
+        let opts = state
+            .config()
+            .options()
+            .extensions
+            .get::<FathomOptions>()
+            .cloned()
+            .unwrap_or_default();
+        let filters: Vec<Expr> = filters
+            .iter()
+            .cloned()
+            .map(crate::provider::strip_qualifiers)
+            .collect::<Result<_>>()?;
+        // Output columns, by name into the scan schema.
+        let out_cols: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..table_schema.fields().len()).collect());
+        let names: Vec<String> = out_cols
+            .iter()
+            .map(|i| table_schema.field(*i).name().clone())
+            .collect();
+        let wanted: BTreeSet<usize> = names
+            .iter()
+            .map(|n| schema.index_of(n))
+            .collect::<std::result::Result<_, _>>()?;
+        let read = projection_of(&ds, &schema, &wanted)?;
+        let order: Vec<usize> = wanted.iter().copied().collect();
+        let output_idx: Vec<usize> = names
+            .iter()
+            .map(|n| {
+                order
+                    .iter()
+                    .position(|o| schema.field(*o).name() == n)
+                    .unwrap()
+            })
+            .collect();
+        let out_schema = Arc::new(table_schema.project(&out_cols)?);
+
+        // The index: the vector segments on this column with this metric
+        // (the widest-covering index if several), each assigned the
+        // current fragments it covers that no earlier one took.
+        let field_id = ds.manifest().schema.fields[column].id;
+        let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
+        let mut by_name: std::collections::BTreeMap<
+            String,
+            Vec<&fathom_table::format::IndexMetadata>,
+        > = Default::default();
+        if !opts.exact_search && !ds.manifest().uses_stable_row_ids() {
+            for seg in &ds.manifest().indices {
+                if is_vector(seg)
+                    && seg.fields.first() == Some(&field_id)
+                    && seg.fragment_bitmap.is_some()
+                    && declared(seg)
+                        .is_some_and(|(kind, m)| m == self.metric && kind != "IVF_HNSW_SQ")
+                {
+                    by_name.entry(seg.name.clone()).or_default().push(seg);
+                }
+            }
+        }
+        let best = by_name.into_iter().max_by_key(|(_, segs)| {
+            let mut b = RoaringBitmap::new();
+            for s in segs {
+                b |= s.fragment_bitmap.as_ref().unwrap();
+            }
+            (b & &current).len()
+        });
+        let mut covered = RoaringBitmap::new();
+        let mut segments = vec![];
+        let index = best.as_ref().map(|(n, _)| n.clone());
+        if let Some((_, segs)) = best {
+            for s in segs {
+                let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
+                if mine.is_empty() {
+                    continue;
+                }
+                covered |= &mine;
+                segments.push(KnnSegment {
+                    meta: s.clone(),
+                    fragments: Arc::new(mine),
+                });
+            }
+        }
+        let addr = schema.index_of(ROW_ADDR)?;
+        let prefilter = if !segments.is_empty() && !filters.is_empty() {
+            let c = covered.clone();
+            Some(self.inner_scan(
+                state,
+                &ds,
+                &schema,
+                &move |f| c.contains(f as u32),
+                vec![addr],
+                &filters,
+            )?)
+        } else {
+            None
+        };
+        let uncovered = ds
+            .fragments()
+            .iter()
+            .any(|f| !covered.contains(f.id as u32));
+        let flat = if uncovered {
+            let c = covered.clone();
+            Some(self.inner_scan(
+                state,
+                &ds,
+                &schema,
+                &move |f| !c.contains(f as u32),
+                vec![column, addr],
+                &filters,
+            )?)
+        } else {
+            None
+        };
+        let spec = KnnSpec {
+            column,
+            column_name: self.column.clone(),
+            query: self.query.clone(),
+            metric: self.metric,
+            k: self.k,
+            nprobes: opts.nprobes,
+            refine_factor: opts.refine_factor,
+            index,
+        };
+        Ok(Arc::new(KnnExec::new(
+            ds,
+            spec,
+            segments,
+            read,
+            output_idx,
+            prefilter,
+            flat,
+            t.index_cache().clone(),
+            out_schema,
+        )))
+    }
+}
