@@ -9,6 +9,7 @@ mod counts;
 mod flat;
 mod indexes;
 mod pylance_stable;
+mod pylance_vector;
 mod row_stream;
 mod slt;
 mod vector;

@@ -1,0 +1,226 @@
+//! Vector indexes with pylance 14 both ways. Ours: pylance lists them,
+//! its plan searches them, and with every partition probed it returns the
+//! same neighbours our search returns (the same candidates by the same
+//! approximate distance: centroids, codebook, code layout and SQ bounds
+//! are read as we wrote them). Pylance's: we search them and, with every
+//! partition probed, return the same neighbours pylance returns, and with
+//! refinement the brute-force result. Skipped without pylance unless
+//! FATHOM_REQUIRE_PYLANCE=1.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use datafusion::prelude::SessionContext;
+use fathom_datafusion::sql::run_sql;
+use fathom_datafusion::{TableOptions, new_session, register_dataset};
+use rand::{Rng, SeedableRng};
+
+const DIM: usize = 16;
+
+fn script() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/pylance_vector.py")
+}
+
+fn py(py: &str, args: &[&str], stdin: Option<&str>) -> String {
+    let mut c = Command::new(py)
+        .arg(script())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+struct Theirs {
+    types: Vec<String>,
+    /// Ids returned for each query, nearest first.
+    results: Vec<Vec<i64>>,
+    plan: String,
+}
+
+fn queries(n: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..DIM).map(|_| rng.random_range(-5.0..5.0)).collect())
+        .collect()
+}
+
+async fn ours(ctx: &SessionContext, q: &[f32], metric: &str, k: usize) -> Vec<i64> {
+    let lit: Vec<String> = q.iter().map(|x| format!("{x:?}")).collect();
+    let sql = format!(
+        "SELECT id, {metric}_distance(emb, [{}]) AS d FROM t ORDER BY d LIMIT {k}",
+        lit.join(", ")
+    );
+    let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    b.iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect()
+}
+
+fn pylance_search(
+    py_: &str,
+    dir: &str,
+    metric: &str,
+    nprobes: usize,
+    refine: usize,
+    qs: &[Vec<f32>],
+) -> Theirs {
+    let out = py(
+        py_,
+        &[
+            "search",
+            dir,
+            metric,
+            "10",
+            &nprobes.to_string(),
+            &refine.to_string(),
+        ],
+        Some(&serde_json::to_string(qs).unwrap()),
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    Theirs {
+        types: v["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect(),
+        results: v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i.as_i64().unwrap())
+                    .collect()
+            })
+            .collect(),
+        plan: v["plan"].as_str().unwrap_or("").to_string(),
+    }
+}
+
+const CASES: [(&str, &str); 4] = [
+    ("IVF_FLAT", "l2"),
+    ("IVF_PQ", "l2"),
+    ("IVF_SQ", "l2"),
+    ("IVF_PQ", "cosine"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pylance_searches_our_vector_indexes() {
+    let Some(py_) = fathom_testing::pylance_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    // pylance writes the rows (its default format); we build the indexes.
+    py(&py_, &["write", &d, "4000", &DIM.to_string()], None);
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let qs = queries(6, 11);
+    for (kind, metric) in CASES {
+        let ctx = new_session(None).unwrap();
+        register_dataset(&ctx, "t", &uri, TableOptions::default())
+            .await
+            .unwrap();
+        run_sql(&ctx, "DROP INDEX IF EXISTS emb_idx ON t")
+            .await
+            .unwrap();
+        run_sql(
+            &ctx,
+            &format!(
+                "CREATE INDEX emb_idx ON t USING {kind} (emb) WITH (num_partitions = 6{}, metric = '{metric}')",
+                if kind == "IVF_PQ" { ", num_sub_vectors = 4" } else { "" }
+            ),
+        )
+        .await
+        .unwrap();
+        run_sql(&ctx, "SET fathom.nprobes = 6").await.unwrap();
+        let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
+        assert_eq!(theirs.types, vec![kind.to_string()], "{kind}");
+        assert!(
+            theirs.plan.contains("ANN"),
+            "{kind}: pylance did not use our index:\n{}",
+            theirs.plan
+        );
+        for (q, t) in qs.iter().zip(&theirs.results) {
+            let mine: BTreeSet<i64> = ours(&ctx, q, metric, 10).await.into_iter().collect();
+            let their: BTreeSet<i64> = t.iter().copied().collect();
+            assert_eq!(
+                mine, their,
+                "{kind} {metric}: our search vs pylance's on our index"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_search_pylance_vector_indexes() {
+    let Some(py_) = fathom_testing::pylance_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    py(&py_, &["write", &d, "4000", &DIM.to_string()], None);
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let qs = queries(6, 12);
+    for (kind, metric) in CASES {
+        let mut args = vec!["index", &d, kind, metric, "6"];
+        if kind == "IVF_PQ" {
+            args.push("4");
+        }
+        py(&py_, &args, None);
+        let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
+        let exact = pylance_search(&py_, &d, metric, 6, 1000, &qs);
+        let ctx = new_session(None).unwrap();
+        register_dataset(&ctx, "t", &uri, TableOptions::default())
+            .await
+            .unwrap();
+        run_sql(&ctx, "SET fathom.nprobes = 6").await.unwrap();
+        let plan = super::common::text(
+            &ctx,
+            &format!(
+                "EXPLAIN SELECT id, {metric}_distance(emb, [{}]) AS d FROM t ORDER BY d LIMIT 10",
+                vec!["0.5"; DIM].join(", ")
+            ),
+        )
+        .await;
+        assert!(plan.contains("index=emb_idx"), "{kind}: {plan}");
+        for (i, q) in qs.iter().enumerate() {
+            let mine: BTreeSet<i64> = ours(&ctx, q, metric, 10).await.into_iter().collect();
+            let their: BTreeSet<i64> = theirs.results[i].iter().copied().collect();
+            assert_eq!(
+                mine, their,
+                "{kind} {metric}: our search of pylance's index vs pylance's"
+            );
+        }
+        run_sql(&ctx, "SET fathom.refine_factor = 1000")
+            .await
+            .unwrap();
+        for (i, q) in qs.iter().enumerate() {
+            let mine = ours(&ctx, q, metric, 10).await;
+            assert_eq!(
+                mine, exact.results[i],
+                "{kind} {metric}: refined search vs pylance's refined"
+            );
+        }
+    }
+}
