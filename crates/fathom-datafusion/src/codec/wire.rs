@@ -5,7 +5,7 @@ use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Node {
-    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub kind: Option<node::Kind>,
 }
 pub mod node {
@@ -25,6 +25,8 @@ pub mod node {
         Dml(super::Dml),
         #[prost(message, tag = "6")]
         Count(super::IndexCount),
+        #[prost(message, tag = "7")]
+        Knn(super::Knn),
     }
 }
 
@@ -245,4 +247,48 @@ pub struct Dml {
 pub struct Assignment {
     #[prost(message, optional, tag = "1")]
     pub value: Option<PhysicalExprNode>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KnnSegment {
+    /// The segment's uuid (its metadata is in the dataset's manifest).
+    #[prost(string, tag = "1")]
+    pub uuid: String,
+    /// Fragments assigned to it (portable roaring).
+    #[prost(bytes = "vec", tag = "2")]
+    pub fragments: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Knn {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(uint32, tag = "2")]
+    pub column: u32,
+    #[prost(string, tag = "3")]
+    pub column_name: String,
+    #[prost(float, repeated, tag = "4")]
+    pub query: Vec<f32>,
+    #[prost(string, tag = "5")]
+    pub metric: String,
+    #[prost(uint64, tag = "6")]
+    pub k: u64,
+    #[prost(uint64, tag = "7")]
+    pub nprobes: u64,
+    #[prost(uint64, tag = "8")]
+    pub refine_factor: u64,
+    #[prost(string, optional, tag = "9")]
+    pub index: Option<String>,
+    #[prost(message, repeated, tag = "10")]
+    pub segments: Vec<KnnSegment>,
+    #[prost(message, optional, tag = "11")]
+    pub read: Option<Projection>,
+    #[prost(uint32, repeated, tag = "12")]
+    pub output: Vec<u32>,
+    #[prost(bool, tag = "13")]
+    pub has_prefilter: bool,
+    #[prost(bool, tag = "14")]
+    pub has_flat: bool,
+    #[prost(message, optional, tag = "15")]
+    pub schema: Option<Schema>,
 }

@@ -123,6 +123,21 @@ impl KnnExec {
     pub fn segments(&self) -> &[KnnSegment] {
         &self.segments
     }
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+    pub fn read(&self) -> &Projection {
+        &self.read
+    }
+    pub fn output_idx(&self) -> &[usize] {
+        &self.output_idx
+    }
+    pub fn has_prefilter(&self) -> bool {
+        self.prefilter.is_some()
+    }
+    pub fn has_flat(&self) -> bool {
+        self.flat.is_some()
+    }
 }
 
 impl DisplayAs for KnnExec {

@@ -203,3 +203,39 @@ async fn a_corrupt_node_is_an_error_not_a_panic() {
         .unwrap_err();
     assert!(err.to_string().contains("FathomPhysicalCodec"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vector_search_round_trips() {
+    let (_dir, ctx) = super::vector::setup(3000, 1000).await;
+    run_sql(
+        &ctx,
+        "CREATE INDEX e ON t USING IVF_PQ (emb) WITH (num_partitions = 4)",
+    )
+    .await
+    .unwrap();
+    run_sql(&ctx, "DELETE FROM t WHERE id % 9 = 0")
+        .await
+        .unwrap();
+    run_sql(
+        &ctx,
+        "INSERT INTO t SELECT id + 5000, cat, emb FROM t WHERE id < 300",
+    )
+    .await
+    .unwrap();
+    let q = vec!["0.25"; 16].join(", ");
+    for filter in ["true", "cat = 'c3'"] {
+        let sql = format!(
+            "SELECT id, l2_distance(emb, [{q}]) AS d FROM t WHERE {filter} ORDER BY d LIMIT 7"
+        );
+        let (plan, back) = round_trip(&ctx, &sql).await;
+        let shown = text(&plan);
+        assert!(
+            shown.contains("KnnExec") && shown.contains("index=e"),
+            "{shown}"
+        );
+        let a = collect(plan, ctx.task_ctx()).await.unwrap();
+        let b = collect(back, ctx.task_ctx()).await.unwrap();
+        assert_eq!(sorted_rows(&a), sorted_rows(&b), "{sql}");
+        assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 7);
+    }
+}

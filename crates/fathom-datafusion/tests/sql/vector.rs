@@ -22,7 +22,7 @@ use super::common::text;
 const DIM: usize = 16;
 
 /// Rows `start..start+n`: id, cat (c0..c9), emb near one of 12 centres.
-fn batch(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
+pub fn batch(start: i64, n: usize, rng: &mut rand::rngs::StdRng) -> RecordBatch {
     let centres: Vec<Vec<f32>> = (0..12)
         .map(|c| {
             let mut r = rand::rngs::StdRng::seed_from_u64(c);
@@ -150,7 +150,7 @@ fn same(got: &[(i64, f32)], want: &[(i64, f32)], what: &str) {
     }
 }
 
-async fn setup(rows: usize, frag_rows: usize) -> (tempfile::TempDir, SessionContext) {
+pub async fn setup(rows: usize, frag_rows: usize) -> (tempfile::TempDir, SessionContext) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
