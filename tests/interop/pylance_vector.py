@@ -2,7 +2,7 @@
 
   python3 pylance_vector.py write DIR ROWS DIM            # pylance writes t.lance (default version)
   python3 pylance_vector.py index DIR KIND METRIC PARTS [SUB_VECTORS]
-  python3 pylance_vector.py search DIR METRIC K NPROBES REFINE < queries.json
+  python3 pylance_vector.py search DIR METRIC K NPROBES REFINE [EF] < queries.json
 
 `write` makes id, cat and emb (FixedSizeList<float32, DIM>, near one of
 12 centres, seeded). `index` builds pylance's own vector index `emb_idx`
@@ -41,11 +41,12 @@ def main():
                         num_partitions=parts, replace=True, **kw)
     elif cmd == "search":
         metric, k, nprobes, refine = sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+        ef = int(sys.argv[7]) if len(sys.argv) > 7 else 1000
         ds = lance.dataset(uri)
         out = {"types": sorted(i["type"] for i in ds.list_indices()), "results": []}
         for q in json.load(sys.stdin):
             nearest = {"column": "emb", "q": np.array(q, np.float32), "k": k,
-                       "nprobes": nprobes, "metric": metric, "use_index": True}
+                       "nprobes": nprobes, "metric": metric, "use_index": True, "ef": ef}
             if refine:
                 nearest["refine_factor"] = refine
             sc = ds.scanner(columns=["id"], nearest=nearest)

@@ -3,7 +3,11 @@
 //! stops a script with one clear line.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use fathom_datafusion::sql::BuildProgress;
+use indicatif::{ProgressBar, ProgressStyle};
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::DFParser;
@@ -15,6 +19,10 @@ use crate::{Format, output};
 
 async fn session(data_dir: &Path, tables: &[String]) -> Result<SessionContext, String> {
     let ctx = new_session(Some(data_dir)).map_err(|e| e.to_string())?;
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .set_extension(Arc::new(build_progress()));
     for t in tables {
         let (name, uri) = t
             .split_once('=')
@@ -24,6 +32,32 @@ async fn session(data_dir: &Path, tables: &[String]) -> Result<SessionContext, S
             .map_err(|e| format!("table {name}: {e}"))?;
     }
     Ok(ctx)
+}
+
+/// A progress bar per phase of a long index build, on stderr.
+fn build_progress() -> BuildProgress {
+    let current: Mutex<Option<(String, ProgressBar)>> = Mutex::new(None);
+    BuildProgress(Arc::new(move |phase: &str, done: u64, total: u64| {
+        let mut g = current.lock().unwrap();
+        if g.as_ref().is_none_or(|(p, _)| p != phase) {
+            if let Some((_, bar)) = g.take() {
+                bar.finish();
+            }
+            let bar = ProgressBar::new(total).with_style(
+                ProgressStyle::with_template(&format!(
+                    "{{spinner}} {phase:<9} [{{bar:40}}] {{pos}}/{{len}} rows ({{per_sec}}, eta {{eta}})"
+                ))
+                .unwrap()
+                .progress_chars("=> "),
+            );
+            *g = Some((phase.to_string(), bar));
+        }
+        let bar = &g.as_ref().unwrap().1;
+        bar.set_position(done.min(total));
+        if phase == "writing" {
+            bar.finish_and_clear();
+        }
+    }))
 }
 
 /// Runs every statement of `sql`, printing results.
@@ -160,6 +194,17 @@ pub async fn demo(data_dir: &Path) -> Result<(), String> {
         "UPDATE demo SET score = score + 1000 WHERE id = 7",
         "SELECT * FROM demo WHERE id BETWEEN 5 AND 9 ORDER BY id",
         "SELECT count(*) AS rows_now, (SELECT count(*) FROM lance_table('DATA/demo.lance', 1)) AS rows_in_version_1 FROM demo",
+        // Vector search: an IVF_PQ index, a prefiltered nearest-neighbour query.
+        "DROP TABLE IF EXISTS docs",
+        "CREATE TABLE docs AS SELECT value AS id, 'topic-' || CAST(value % 10 AS VARCHAR) AS topic, \
+         arrow_cast(make_array(sin(value), cos(value), sin(value / 2), cos(value / 2), \
+         sin(value / 4), cos(value / 4), sin(value / 8), cos(value / 8)), 'FixedSizeList(8, Float32)') AS emb \
+         FROM generate_series(1, 20000)",
+        "CREATE INDEX docs_emb ON docs USING IVF_PQ (emb) WITH (num_partitions = 16, num_sub_vectors = 4)",
+        "EXPLAIN SELECT id, topic, l2_distance(emb, [0.5, 0.8, 0.1, 0.9, 0.3, 0.9, 0.2, 0.95]) AS d \
+         FROM docs WHERE topic = 'topic-3' ORDER BY d LIMIT 5",
+        "SELECT id, topic, l2_distance(emb, [0.5, 0.8, 0.1, 0.9, 0.3, 0.9, 0.2, 0.95]) AS d \
+         FROM docs WHERE topic = 'topic-3' ORDER BY d LIMIT 5",
     ];
     let dir = std::fs::canonicalize(data_dir).map_err(|e| e.to_string())?;
     let data = dir.to_str().unwrap();

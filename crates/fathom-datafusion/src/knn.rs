@@ -57,6 +57,8 @@ extensions_options! {
         pub refine_factor: usize, default = 1
         /// Vector search: ignore vector indexes, search by brute force.
         pub exact_search: bool, default = false
+        /// Vector search: candidates an HNSW graph search keeps (at least k).
+        pub hnsw_ef: usize, default = 100
     }
 }
 
@@ -388,8 +390,7 @@ impl TableProvider for KnnTable {
                 if is_vector(seg)
                     && seg.fields.first() == Some(&field_id)
                     && seg.fragment_bitmap.is_some()
-                    && declared(seg)
-                        .is_some_and(|(kind, m)| m == self.metric && kind != "IVF_HNSW_SQ")
+                    && declared(seg).is_some_and(|(_, m)| m == self.metric)
                 {
                     by_name.entry(seg.name.clone()).or_default().push(seg);
                 }
@@ -457,6 +458,7 @@ impl TableProvider for KnnTable {
             k: self.k,
             nprobes: opts.nprobes,
             refine_factor: opts.refine_factor,
+            ef: opts.hnsw_ef,
             index,
         };
         Ok(Arc::new(KnnExec::new(

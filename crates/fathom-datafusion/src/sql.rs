@@ -113,9 +113,16 @@ async fn fathom_statement(
                 extend_index(&ds, &name).await.map_err(idx_err)?
             } else if let Some(v) = vector {
                 let params = VectorParams::from_options(v, &options).map_err(idx_err)?;
-                create_vector_index(&ds, &name, &column, params, None)
-                    .await
-                    .map_err(idx_err)?
+                let progress = ctx.state().config().get_extension::<BuildProgress>();
+                create_vector_index(
+                    &ds,
+                    &name,
+                    &column,
+                    params,
+                    progress.as_ref().map(|p| &*p.0),
+                )
+                .await
+                .map_err(idx_err)?
             } else {
                 create_index(&ds, &name, &column, kind)
                     .await
@@ -151,6 +158,13 @@ async fn fathom_statement(
         _ => Ok(None),
     }
 }
+
+/// Hears of the phases of long index builds (`CREATE INDEX` of a vector
+/// index: sampling, training, encoding, writing) with rows done and the
+/// total. Set it on a session with
+/// `ctx.state_ref().write().config_mut().set_extension(Arc::new(BuildProgress(..)))`;
+/// the CLI shows it as a progress bar.
+pub struct BuildProgress(pub Arc<fathom_index::vector::ProgressFn>);
 
 /// `WITH (name = value, ...)` of CREATE INDEX as (name, value) pairs;
 /// values are numbers, strings or identifiers.

@@ -165,6 +165,9 @@ async fn vector_params_of(ds: &Dataset, seg: &IndexMetadata) -> Result<VectorPar
     if let crate::vector::model::Quantizer::Pq { m, .. } = model.quantizer {
         p.num_sub_vectors = Some(m);
     }
+    if let Some(h) = model.hnsw {
+        p.hnsw = h;
+    }
     Ok(p)
 }
 

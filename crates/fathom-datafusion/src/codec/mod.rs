@@ -449,6 +449,7 @@ impl FathomPhysicalCodec {
                 k: s.k as u64,
                 nprobes: s.nprobes as u64,
                 refine_factor: s.refine_factor as u64,
+                ef: s.ef as u64,
                 index: s.index.clone(),
                 segments,
                 read: Some(enc_projection(n.read())),
@@ -647,6 +648,7 @@ impl FathomPhysicalCodec {
                     k: m.k as usize,
                     nprobes: m.nprobes as usize,
                     refine_factor: m.refine_factor as usize,
+                    ef: m.ef as usize,
                     index: m.index,
                 };
                 Arc::new(KnnExec::new(

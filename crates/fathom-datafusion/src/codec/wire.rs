@@ -291,4 +291,6 @@ pub struct Knn {
     pub has_flat: bool,
     #[prost(message, optional, tag = "15")]
     pub schema: Option<Schema>,
+    #[prost(uint64, tag = "16")]
+    pub ef: u64,
 }

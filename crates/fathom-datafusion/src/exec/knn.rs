@@ -68,6 +68,8 @@ pub struct KnnSpec {
     pub k: usize,
     pub nprobes: usize,
     pub refine_factor: usize,
+    /// Candidates an HNSW graph search keeps.
+    pub ef: usize,
     /// The index used (name), if any.
     pub index: Option<String>,
 }
@@ -182,6 +184,10 @@ impl ExecutionPlan for KnnExec {
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         self.prefilter.iter().chain(self.flat.iter()).collect()
     }
+    /// The children are read whole (every partition) by `collect`.
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false; self.children().len()]
+    }
     fn apply_expressions(
         &self,
         _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
@@ -226,6 +232,7 @@ impl ExecutionPlan for KnnExec {
             scored: m("candidates_scored"),
             brute: m("rows_brute_forced"),
             allowed: m("rows_allowed"),
+            excluded: m("rows_excluded"),
         };
         let run = KnnRun {
             dataset: self.dataset.clone(),
@@ -251,6 +258,7 @@ struct Counters {
     scored: datafusion::physical_plan::metrics::Count,
     brute: datafusion::physical_plan::metrics::Count,
     allowed: datafusion::physical_plan::metrics::Count,
+    excluded: datafusion::physical_plan::metrics::Count,
 }
 
 struct KnnRun {
@@ -383,6 +391,7 @@ impl KnnRun {
                         &self.spec.query,
                         want,
                         self.spec.nprobes,
+                        self.spec.ef,
                         &self.cache,
                         &allow_fn,
                     )
@@ -390,6 +399,7 @@ impl KnnRun {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 c.probed.add(stats.partitions_probed);
                 c.scored.add(stats.candidates_scored);
+                c.excluded.add(stats.rows_excluded);
                 candidates.extend(hits.into_iter().map(|(id, _)| id));
             }
             candidates.sort_unstable();

@@ -32,6 +32,10 @@ pub fn choose_indexes(snap: Snapshot<'_>) -> ChosenIndexes {
     let mut out = ChosenIndexes::default();
     let manifest = snap.manifest;
     for seg in &manifest.indices {
+        // Vector segments answer nearest-neighbour searches (`knn`), not filters.
+        if fathom_index::vector::is_vector(seg) {
+            continue;
+        }
         let kind = match usable(seg) {
             Ok(k) => k,
             Err(reason) => {

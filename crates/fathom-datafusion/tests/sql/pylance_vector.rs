@@ -81,6 +81,28 @@ fn pylance_search(
     refine: usize,
     qs: &[Vec<f32>],
 ) -> Theirs {
+    pylance_search_ef(py_, dir, metric, nprobes, refine, 1000, qs)
+}
+
+/// Share of `want`'s ids that `got` has, over all queries.
+fn overlap(got: &[Vec<i64>], want: &[Vec<i64>]) -> f64 {
+    let hits: usize = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| g.iter().filter(|x| w.contains(x)).count())
+        .sum();
+    hits as f64 / want.iter().map(|w| w.len()).sum::<usize>() as f64
+}
+
+fn pylance_search_ef(
+    py_: &str,
+    dir: &str,
+    metric: &str,
+    nprobes: usize,
+    refine: usize,
+    ef: usize,
+    qs: &[Vec<f32>],
+) -> Theirs {
     let out = py(
         py_,
         &[
@@ -90,6 +112,7 @@ fn pylance_search(
             "10",
             &nprobes.to_string(),
             &refine.to_string(),
+            &ef.to_string(),
         ],
         Some(&serde_json::to_string(qs).unwrap()),
     );
@@ -118,11 +141,12 @@ fn pylance_search(
     }
 }
 
-const CASES: [(&str, &str); 4] = [
+const CASES: [(&str, &str); 5] = [
     ("IVF_FLAT", "l2"),
     ("IVF_PQ", "l2"),
     ("IVF_SQ", "l2"),
     ("IVF_PQ", "cosine"),
+    ("IVF_HNSW_SQ", "l2"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,6 +178,7 @@ async fn pylance_searches_our_vector_indexes() {
         .await
         .unwrap();
         run_sql(&ctx, "SET fathom.nprobes = 6").await.unwrap();
+        run_sql(&ctx, "SET fathom.hnsw_ef = 1000").await.unwrap();
         let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
         assert_eq!(theirs.types, vec![kind.to_string()], "{kind}");
         assert!(
@@ -168,6 +193,14 @@ async fn pylance_searches_our_vector_indexes() {
                 mine, their,
                 "{kind} {metric}: our search vs pylance's on our index"
             );
+        }
+        if kind == "IVF_HNSW_SQ" {
+            // Through the graphs (ef below a partition's size): pylance
+            // walks our graphs and finds the same neighbours.
+            let walked = pylance_search_ef(&py_, &d, metric, 6, 0, 20, &qs);
+            let r = overlap(&walked.results, &theirs.results);
+            println!("pylance on our HNSW graphs, ef 20: {r:.3} of the exhaustive neighbours");
+            assert!(r >= 0.8, "{r}");
         }
     }
 }
@@ -189,7 +222,7 @@ async fn we_search_pylance_vector_indexes() {
         }
         py(&py_, &args, None);
         let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
-        let exact = pylance_search(&py_, &d, metric, 6, 1000, &qs);
+        let exact = pylance_search_ef(&py_, &d, metric, 6, 1000, 100_000, &qs);
         let ctx = new_session(None).unwrap();
         register_dataset(&ctx, "t", &uri, TableOptions::default())
             .await
@@ -221,6 +254,17 @@ async fn we_search_pylance_vector_indexes() {
                 mine, exact.results[i],
                 "{kind} {metric}: refined search vs pylance's refined"
             );
+        }
+        if kind == "IVF_HNSW_SQ" {
+            // Through pylance's graphs (ef below a partition's size).
+            run_sql(&ctx, "SET fathom.hnsw_ef = 20").await.unwrap();
+            let mut walked = vec![];
+            for q in &qs {
+                walked.push(ours(&ctx, q, metric, 10).await);
+            }
+            let r = overlap(&walked, &exact.results);
+            println!("our search of pylance's HNSW graphs, ef 20: recall {r:.3}");
+            assert!(r >= 0.8, "{r}");
         }
     }
 }

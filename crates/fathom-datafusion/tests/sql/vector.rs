@@ -173,16 +173,23 @@ pub async fn setup(rows: usize, frag_rows: usize) -> (tempfile::TempDir, Session
     (dir, ctx)
 }
 
+/// Random changes (appends, deletes, updates that move rows, index
+/// extends and rebuilds) between checks; each check runs random queries,
+/// unfiltered and prefiltered (one filter a scalar index answers), and
+/// compares with brute force. One seed uses many tiny fragments.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn equals_brute_force_through_changes() {
-    for (kind, metric) in [
-        ("IVF_FLAT", "l2"),
-        ("IVF_PQ", "l2"),
-        ("IVF_SQ", "cosine"),
-        ("IVF_PQ", "cosine"),
-    ] {
-        let (_dir, ctx) = setup(3000, 1000).await;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let cases = [
+        ("IVF_FLAT", "l2", 3000, 1000),
+        ("IVF_PQ", "l2", 3000, 1000),
+        ("IVF_SQ", "cosine", 3000, 1000),
+        ("IVF_PQ", "cosine", 3000, 1000),
+        ("IVF_HNSW_SQ", "l2", 3000, 1000),
+        ("IVF_FLAT", "l2", 400, 7),
+    ];
+    for (seed, (kind, metric, rows, frag_rows)) in cases.into_iter().enumerate() {
+        let (_dir, ctx) = setup(rows, frag_rows).await;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed as u64);
         run_sql(
             &ctx,
             &format!(
@@ -191,6 +198,9 @@ async fn equals_brute_force_through_changes() {
         )
         .await
         .unwrap();
+        run_sql(&ctx, "CREATE INDEX cat_idx ON t USING BITMAP (cat)")
+            .await
+            .unwrap();
         // Every partition probed, every candidate refined: exact.
         run_sql(&ctx, "SET fathom.nprobes = 100").await.unwrap();
         run_sql(&ctx, "SET fathom.refine_factor = 1000")
@@ -199,7 +209,7 @@ async fn equals_brute_force_through_changes() {
         let plan = text(
             &ctx,
             &format!(
-                "EXPLAIN SELECT id, {metric}_distance(emb, {}) AS d FROM t ORDER BY d LIMIT 5",
+                "EXPLAIN SELECT id, {metric}_distance(emb, {}) AS d FROM t WHERE cat = 'c1' ORDER BY d LIMIT 5",
                 vec_literal(&[0.0; DIM])
             ),
         )
@@ -208,50 +218,79 @@ async fn equals_brute_force_through_changes() {
             plan.contains("KnnExec") && plan.contains("index=emb_idx"),
             "{plan}"
         );
-        for step in 0..5 {
+        assert!(
+            plan.contains("prefilter=true") && plan.contains("ScalarIndexExec"),
+            "{plan}"
+        );
+        let mut next_id = 100_000i64;
+        let mut log = vec![];
+        for step in 0..8 {
             for filter in ["true", "cat = 'c3'", "id % 7 = 1"] {
-                for _ in 0..3 {
+                for _ in 0..2 {
                     let q: Vec<f32> = (0..DIM).map(|_| rng.random_range(-5.0..5.0)).collect();
-                    let what = format!("{kind} {metric} step {step} WHERE {filter}");
+                    let k = [1, 10, 25][rng.random_range(0..3)];
+                    let what =
+                        format!("{kind} {metric} seed {seed} after {log:?} WHERE {filter} k {k}");
                     same(
-                        &knn(&ctx, &q, metric, filter, 10).await,
-                        &brute(&ctx, &q, metric, filter, 10).await,
+                        &knn(&ctx, &q, metric, filter, k).await,
+                        &brute(&ctx, &q, metric, filter, k).await,
                         &what,
                     );
                 }
             }
-            match step {
+            if step == 7 {
+                break;
+            }
+            let op = rng.random_range(0..5);
+            match op {
                 0 => {
                     // Appended rows: an unindexed fragment, brute-forced.
-                    let b = batch(10_000, 700, &mut rng);
-                    let uri = ctx.table_provider("t").await.unwrap();
-                    let t = uri
-                        .downcast_ref::<fathom_datafusion::FathomTable>()
-                        .unwrap();
+                    let n = rng.random_range(1..400);
+                    let b = batch(next_id, n, &mut rng);
+                    next_id += n as i64;
+                    let p = ctx.table_provider("t").await.unwrap();
+                    let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
                     let ds = t.latest().await.unwrap();
-                    Dataset::write(ds.uri(), &[b], WriteMode::Append, Default::default())
+                    let params = WriteParams {
+                        max_rows_per_file: frag_rows,
+                        ..Default::default()
+                    };
+                    Dataset::write(ds.uri(), &[b], WriteMode::Append, params)
                         .await
                         .unwrap();
+                    log.push(format!("append {n}"));
                 }
                 1 => {
-                    run_sql(&ctx, "DELETE FROM t WHERE id % 5 = 0")
+                    let m = rng.random_range(3..9);
+                    run_sql(&ctx, &format!("DELETE FROM t WHERE id % {m} = 0"))
                         .await
                         .unwrap();
+                    log.push(format!("delete %{m}"));
                 }
                 2 => {
+                    // Rows move to a new fragment (rewritten), ids change.
+                    let m = rng.random_range(5..13);
+                    run_sql(
+                        &ctx,
+                        &format!("UPDATE t SET id = id + 1000000, cat = 'c3' WHERE id % {m} = 2"),
+                    )
+                    .await
+                    .unwrap();
+                    log.push(format!("update %{m}"));
+                }
+                3 => {
                     run_sql(
                         &ctx,
                         "CREATE INDEX IF NOT EXISTS emb_idx ON t USING IVF_FLAT (emb)",
                     )
                     .await
                     .unwrap();
+                    log.push("extend".into());
                 }
-                3 => {
-                    run_sql(&ctx, "UPDATE t SET cat = 'c3' WHERE id % 11 = 0")
-                        .await
-                        .unwrap();
+                _ => {
+                    run_sql(&ctx, "REINDEX emb_idx ON t").await.unwrap();
+                    log.push("rebuild".into());
                 }
-                _ => {}
             }
         }
     }

@@ -22,6 +22,8 @@ use rand::{Rng, SeedableRng};
 use roaring::RoaringBitmap;
 
 use super::distance::Metric;
+use super::hnsw::{self, Graph};
+use super::kmeans::par_ranges;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind, VectorParams};
 use super::pb;
 use crate::error::{Error, Result};
@@ -142,6 +144,11 @@ pub async fn build_vector_segment(
             m
         }
         Training::Train(p) => {
+            if p.kind == VectorKind::IvfHnswSq && p.metric == Metric::Dot {
+                return Err(Error::InvalidInput(
+                    "IVF_HNSW_SQ supports the l2 and cosine metrics, not dot".into(),
+                ));
+            }
             let k = p.partitions_for(total as usize);
             let mut want = k * p.sample_rate;
             if p.kind == VectorKind::IvfPq {
@@ -205,11 +212,41 @@ pub async fn build_vector_segment(
         report("encoding", done);
     }
 
+    let graphs: Option<Vec<Graph>> = match (model.hnsw, &model.quantizer) {
+        (Some(hp), Quantizer::Sq { .. }) => {
+            report("graphs", done);
+            let dim = model.dim;
+            Some(cpu(|| {
+                par_ranges(k, |r| {
+                    r.map(|p| {
+                        let c = &codes[p];
+                        hnsw::build(
+                            ids[p].len(),
+                            &|a, b| {
+                                code_l2(
+                                    &c[a as usize * dim..(a as usize + 1) * dim],
+                                    &c[b as usize * dim..(b as usize + 1) * dim],
+                                )
+                            },
+                            &hp,
+                            p as u64,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                })
+                .concat()
+            }))
+        }
+        _ => None,
+    };
     let uuid = uuid::Uuid::new_v4();
     let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
     report("writing", done);
     let aux = write_aux(&dir, &model, &ids, &codes, &flat).await?;
-    let index = write_index_file(&dir, &model).await?;
+    let index = match &graphs {
+        Some(g) => write_graph_file(&dir, &model, g, &codes).await?,
+        None => write_index_file(&dir, &model).await?,
+    };
     Ok(IndexMetadata {
         uuid,
         name: name.to_string(),
@@ -250,6 +287,13 @@ pub fn details(model: &Model) -> prost_types::Any {
             })
         }
         Quantizer::Sq { .. } => d.sq = Some(pb::SqDetails { num_bits: 8 }),
+    }
+    if let Some(h) = model.hnsw {
+        d.hnsw_index_config = Some(pb::HnswDetails {
+            max_connections: h.m as u32,
+            construction_ef: h.ef_construction as u32,
+            max_level: h.max_level as u32,
+        });
     }
     for (k, v) in [
         ("lance.ivf.max_iters", "50"),
@@ -307,6 +351,127 @@ async fn write_index_file(dir: &SegmentDir, model: &Model) -> Result<IndexFile> 
         vec![ivf.encode_to_vec()],
     )
     .await
+}
+
+/// Σ (a - b)² over 8-bit codes.
+pub fn code_l2(a: &[u8], b: &[u8]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let d = *x as i32 - *y as i32;
+            (d * d) as u32
+        })
+        .sum::<u32>() as f32
+}
+
+/// `index.idx` of IVF_HNSW_SQ: every partition's graph rows (levels one
+/// after another), the IVF centroids with the graph row ranges, and the
+/// `lance:hnsw` entry of each partition.
+async fn write_graph_file(
+    dir: &SegmentDir,
+    model: &Model,
+    graphs: &[Graph],
+    codes: &[Vec<u8>],
+) -> Result<IndexFile> {
+    use arrow_array::builder::{ArrayBuilder, Float32Builder, ListBuilder, UInt32Builder};
+    let hp = model.hnsw.unwrap_or_default();
+    let dim = model.dim;
+    let scale = match model.quantizer {
+        Quantizer::Sq { start, end } => (end - start) / 255.0,
+        _ => 1.0,
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("__vector_id", DataType::UInt32, true),
+        Field::new(
+            "__neighbors",
+            DataType::List(Arc::new(Field::new("item", DataType::UInt32, true))),
+            true,
+        ),
+        Field::new(
+            "_distance",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, true))),
+            true,
+        ),
+    ]));
+    let mut w = FileWriter::try_new(
+        dir.store.clone(),
+        dir.dir.clone().join(INDEX_FILE),
+        &schema,
+        FileWriterOptions {
+            dictionary: false,
+            ..Default::default()
+        },
+    )?;
+    let k = graphs.len();
+    let (mut offsets, mut lengths, mut entries) = (vec![], vec![], vec![]);
+    let mut at = 0u64;
+    for (p, g) in graphs.iter().enumerate() {
+        let c = &codes[p];
+        let mut vid = UInt32Builder::new();
+        let mut nbs = ListBuilder::new(UInt32Builder::new());
+        let mut ds = ListBuilder::new(Float32Builder::new());
+        let mut level_offsets = vec![0u64];
+        for l in 0..hp.max_level.max(1) {
+            if let Some(level) = g.levels.get(l) {
+                for (node, list) in level.nodes.iter().zip(&level.neighbors) {
+                    vid.append_value(*node);
+                    let a = &c[*node as usize * dim..(*node as usize + 1) * dim];
+                    for nb in list {
+                        nbs.values().append_value(*nb);
+                        let b = &c[*nb as usize * dim..(*nb as usize + 1) * dim];
+                        ds.values().append_value(code_l2(a, b) * scale * scale);
+                    }
+                    nbs.append(true);
+                    ds.append(true);
+                }
+            }
+            level_offsets.push(vid.len() as u64);
+        }
+        let rows = vid.len() as u64;
+        offsets.push(at);
+        lengths.push(rows as u32);
+        at += rows;
+        entries.push(format!(
+            "{{\"entry_point\":{},\"params\":{{\"max_level\":{},\"m\":{},\"ef_construction\":{},\"prefetch_distance\":2}},\"level_offsets\":{}}}",
+            g.entry_point,
+            hp.max_level,
+            hp.m,
+            hp.ef_construction,
+            serde_json::to_string(&level_offsets).unwrap()
+        ));
+        if rows > 0 {
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(vid.finish()),
+                    Arc::new(nbs.finish()),
+                    Arc::new(ds.finish()),
+                ],
+            )?;
+            w.write_batch(&batch).await?;
+        }
+    }
+    let ivf = pb::Ivf {
+        offsets,
+        lengths,
+        centroids_tensor: Some(pb::Tensor {
+            data_type: pb::TENSOR_F32,
+            shape: vec![k as u32, dim as u32],
+            data: f32_bytes(&model.centroids.data),
+        }),
+        loss: Some(model.loss),
+        ..Default::default()
+    };
+    let g = w.add_global_buffer(ivf.encode_to_vec());
+    debug_assert_eq!(g, 1);
+    w.set_metadata("lance:index", index_json(model));
+    w.set_metadata("lance:ivf", "1");
+    w.set_metadata("lance:hnsw", serde_json::to_string(&entries).unwrap());
+    let written = w.finish().await?;
+    Ok(IndexFile {
+        path: INDEX_FILE.to_string(),
+        size_bytes: written.size_bytes,
+    })
 }
 
 async fn write_aux(

@@ -1,12 +1,12 @@
-//! k-means (Lloyd's, random initial centroids as Lance's default) and the
+//! k-means (Lloyd's, seeded with k-means++) and the
 //! nearest-centroid search the build and the queries share. Assignment,
 //! the costly step, runs on every core.
 
 use std::ops::Range;
 
-use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
 
 use super::distance::{dot, l2_squared};
 
@@ -95,6 +95,50 @@ impl Centroids {
     }
 }
 
+/// k-means++ seeding: each next centroid is a row drawn with probability
+/// proportional to its squared distance to the nearest centroid so far
+/// (distances updated on every core).
+fn init_plus_plus(c: &mut Centroids, data: &[f32], k: usize, rng: &mut StdRng) {
+    let dim = c.dim;
+    let n = data.len() / dim;
+    let first = sample(rng, n, 1).index(0);
+    c.data
+        .extend_from_slice(&data[first * dim..(first + 1) * dim]);
+    let mut best = vec![f32::INFINITY; n];
+    for j in 1..k {
+        let last = c.data[(j - 1) * dim..j * dim].to_vec();
+        let parts = par_ranges(n, |r| {
+            let mut local = Vec::with_capacity(r.len());
+            for i in r {
+                let d = l2_squared(&data[i * dim..(i + 1) * dim], &last);
+                local.push(d);
+            }
+            local
+        });
+        let mut total = 0f64;
+        for (b, d) in best.iter_mut().zip(parts.into_iter().flatten()) {
+            *b = b.min(d);
+            total += *b as f64;
+        }
+        let pick = if total > 0.0 {
+            let mut t = rng.random_range(0.0..total);
+            let mut pick = n - 1;
+            for (i, b) in best.iter().enumerate() {
+                t -= *b as f64;
+                if t < 0.0 {
+                    pick = i;
+                    break;
+                }
+            }
+            pick
+        } else {
+            rng.random_range(0..n)
+        };
+        c.data
+            .extend_from_slice(&data[pick * dim..(pick + 1) * dim]);
+    }
+}
+
 /// Trains `k` centroids on `data` (row-major, `dim` wide) with at most
 /// `max_iters` rounds, stopping when the loss improves by less than 1e-4
 /// relatively. Returns the centroids and the final loss (sum of scores).
@@ -118,9 +162,7 @@ pub fn train(
         c.data = vec![0.0; dim];
         return (c, 0.0);
     }
-    for i in sample(&mut rng, n, k).into_iter() {
-        c.data.extend_from_slice(&data[i * dim..(i + 1) * dim]);
-    }
+    init_plus_plus(&mut c, data, k, &mut rng);
     let mut last = f64::INFINITY;
     let mut loss = 0.0;
     for _ in 0..max_iters.max(1) {
@@ -174,7 +216,7 @@ pub fn train(
                 counts[big] -= counts[j];
             }
         }
-        if (last - loss).abs() <= 1e-4 * last.abs() {
+        if last.is_finite() && (last - loss).abs() <= 1e-4 * last.abs() {
             break;
         }
         last = loss;

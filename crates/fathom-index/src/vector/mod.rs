@@ -1,4 +1,4 @@
-//! Vector indexes: IVF_FLAT, IVF_PQ and IVF_SQ in Lance's layout
+//! Vector indexes: IVF_FLAT, IVF_PQ, IVF_SQ and IVF_HNSW_SQ in Lance's layout
 //! (`index.idx` with the IVF centroids, `auxiliary.idx` with row ids and
 //! codes partition after partition; research: lance-index-bytes.md
 //! section 2), built from a streamed column, searched partition by
@@ -6,6 +6,7 @@
 
 pub mod build;
 pub mod distance;
+pub mod hnsw;
 pub mod kmeans;
 pub mod model;
 pub mod pb;

@@ -12,6 +12,8 @@ pub enum VectorKind {
     IvfFlat,
     IvfPq,
     IvfSq,
+    /// IVF partitions of SQ codes, each searched through an HNSW graph.
+    IvfHnswSq,
 }
 
 impl VectorKind {
@@ -20,6 +22,7 @@ impl VectorKind {
             VectorKind::IvfFlat => "IVF_FLAT",
             VectorKind::IvfPq => "IVF_PQ",
             VectorKind::IvfSq => "IVF_SQ",
+            VectorKind::IvfHnswSq => "IVF_HNSW_SQ",
         }
     }
 
@@ -29,6 +32,7 @@ impl VectorKind {
             "ivfflat" => Some(VectorKind::IvfFlat),
             "ivfpq" => Some(VectorKind::IvfPq),
             "ivfsq" => Some(VectorKind::IvfSq),
+            "ivfhnswsq" => Some(VectorKind::IvfHnswSq),
             _ => None,
         }
     }
@@ -45,6 +49,8 @@ pub struct VectorParams {
     pub max_iters: usize,
     /// Training rows per centroid (IVF) and per code (PQ).
     pub sample_rate: usize,
+    /// HNSW graph parameters (IVF_HNSW_SQ).
+    pub hnsw: super::hnsw::HnswParams,
 }
 
 impl VectorParams {
@@ -57,6 +63,7 @@ impl VectorParams {
             num_bits: 8,
             max_iters: 50,
             sample_rate: 256,
+            hnsw: Default::default(),
         }
     }
 
@@ -82,6 +89,11 @@ impl VectorParams {
                     }
                 }
                 "max_iterations" | "max_iters" => p.max_iters = num(k)?,
+                "m" | "max_connections" if kind == VectorKind::IvfHnswSq => p.hnsw.m = num(k)?,
+                "ef_construction" if kind == VectorKind::IvfHnswSq => {
+                    p.hnsw.ef_construction = num(k)?
+                }
+                "max_level" if kind == VectorKind::IvfHnswSq => p.hnsw.max_level = num(k)?,
                 "sample_rate" => p.sample_rate = num(k)?,
                 other => {
                     return Err(Error::InvalidInput(format!(
@@ -90,6 +102,7 @@ impl VectorParams {
                         match kind {
                             VectorKind::IvfPq => ", num_sub_vectors, num_bits",
                             VectorKind::IvfSq => ", num_bits",
+                            VectorKind::IvfHnswSq => ", num_bits, m, ef_construction, max_level",
                             VectorKind::IvfFlat => "",
                         }
                     )));
@@ -140,6 +153,8 @@ pub struct Model {
     pub centroids: Centroids,
     pub quantizer: Quantizer,
     pub loss: f64,
+    /// Graph parameters of IVF_HNSW_SQ.
+    pub hnsw: Option<super::hnsw::HnswParams>,
 }
 
 pub const PQ_CODES: usize = 256;
@@ -153,7 +168,7 @@ impl Model {
         let (centroids, loss) = train(sample, dim, k, p.max_iters, p.metric == Metric::Dot, 42);
         let quantizer = match p.kind {
             VectorKind::IvfFlat => Quantizer::Flat,
-            VectorKind::IvfSq => {
+            VectorKind::IvfSq | VectorKind::IvfHnswSq => {
                 let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
                 for x in sample.iter().filter(|x| x.is_finite()) {
                     lo = lo.min(*x);
@@ -209,6 +224,7 @@ impl Model {
             centroids,
             quantizer,
             loss,
+            hnsw: (p.kind == VectorKind::IvfHnswSq).then_some(p.hnsw),
         })
     }
 

@@ -13,9 +13,11 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use prost::Message;
 
-use super::build::{AUX_FILE, INDEX_FILE};
+use super::build::{AUX_FILE, INDEX_FILE, code_l2};
 use super::distance::Metric;
+use super::hnsw;
 use super::kmeans::Centroids;
+use super::model::sq_code;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind};
 use super::pb;
 use crate::cache::IndexCache;
@@ -31,6 +33,19 @@ pub struct VectorSegment {
     aux: FileReader,
     /// PQ codes stored transposed (pylance's default) or row by row.
     transposed: bool,
+    /// IVF_HNSW_SQ: where each partition's graph is in `index.idx`.
+    graphs: Option<GraphFile>,
+}
+
+/// The graphs of an IVF_HNSW_SQ segment: `index.idx`, each partition's
+/// row range there, entry point and level offsets.
+#[derive(Debug)]
+struct GraphFile {
+    index: FileReader,
+    offsets: Vec<u64>,
+    lengths: Vec<u32>,
+    entries: Vec<u32>,
+    level_offsets: Vec<Vec<u64>>,
 }
 
 /// One partition's rows.
@@ -38,6 +53,7 @@ struct Partition {
     ids: Vec<u64>,
     flat: Vec<f32>,
     codes: Vec<u8>,
+    graph: Option<hnsw::Graph>,
 }
 
 /// What a search did.
@@ -45,6 +61,8 @@ struct Partition {
 pub struct SearchStats {
     pub partitions_probed: usize,
     pub candidates_scored: usize,
+    /// Rows near enough to take a place that the allow-list rejected.
+    pub rows_excluded: usize,
 }
 
 fn corrupt(meta: &IndexMetadata, file: &str, msg: impl std::fmt::Display) -> Error {
@@ -151,7 +169,7 @@ impl VectorSegment {
         let mut transposed = false;
         let quantizer = match kind {
             VectorKind::IvfFlat => Quantizer::Flat,
-            VectorKind::IvfSq => {
+            VectorKind::IvfSq | VectorKind::IvfHnswSq => {
                 let b = &storage["bounds"];
                 let (Some(start), Some(end)) = (b["start"].as_f64(), b["end"].as_f64()) else {
                     return Err(corrupt(meta, AUX_FILE, "no SQ bounds"));
@@ -190,6 +208,54 @@ impl VectorSegment {
                 Quantizer::Pq { m, codebook }
             }
         };
+        let mut hnsw_params = None;
+        let graphs = if kind == VectorKind::IvfHnswSq {
+            let list = metadata_json(&index, "lance:hnsw")
+                .and_then(|v| v.as_array().cloned())
+                .ok_or_else(|| corrupt(meta, INDEX_FILE, "no 'lance:hnsw' metadata"))?;
+            if list.len() != k || ivf.offsets.len() != k || ivf.lengths.len() != k {
+                return Err(corrupt(
+                    meta,
+                    INDEX_FILE,
+                    "graph entries do not match the partitions",
+                ));
+            }
+            let mut entries = vec![];
+            let mut level_offsets = vec![];
+            for e in &list {
+                let e: serde_json::Value = e
+                    .as_str()
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .ok_or_else(|| corrupt(meta, INDEX_FILE, "malformed 'lance:hnsw' entry"))?;
+                entries.push(e["entry_point"].as_u64().unwrap_or(0) as u32);
+                level_offsets.push(
+                    e["level_offsets"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                        .unwrap_or_default(),
+                );
+                if hnsw_params.is_none() {
+                    let p = &e["params"];
+                    let d = hnsw::HnswParams::default();
+                    hnsw_params = Some(hnsw::HnswParams {
+                        m: p["m"].as_u64().map_or(d.m, |v| v as usize),
+                        ef_construction: p["ef_construction"]
+                            .as_u64()
+                            .map_or(d.ef_construction, |v| v as usize),
+                        max_level: p["max_level"].as_u64().map_or(d.max_level, |v| v as usize),
+                    });
+                }
+            }
+            Some(GraphFile {
+                index: index.clone(),
+                offsets: ivf.offsets.clone(),
+                lengths: ivf.lengths.clone(),
+                entries,
+                level_offsets,
+            })
+        } else {
+            None
+        };
         let seg = Arc::new(VectorSegment {
             uuid: meta.uuid,
             model: Arc::new(Model {
@@ -203,11 +269,13 @@ impl VectorSegment {
                 },
                 quantizer,
                 loss: ivf.loss.unwrap_or(0.0),
+                hnsw: hnsw_params,
             }),
             offsets: aux_ivf.offsets,
             lengths: aux_ivf.lengths,
             aux,
             transposed,
+            graphs,
         });
         cache.insert(key, seg.clone(), (k * dim + PQ_CODES * dim) * 4);
         Ok(seg)
@@ -229,6 +297,7 @@ impl VectorSegment {
                 ids: vec![],
                 flat: vec![],
                 codes: vec![],
+                graph: None,
             }
         } else {
             let b = self.aux.read_range(start..start + n, None).await?;
@@ -239,6 +308,7 @@ impl VectorSegment {
                     ids,
                     flat: vals.as_primitive::<Float32Type>().values().to_vec(),
                     codes: vec![],
+                    graph: None,
                 },
                 Quantizer::Pq { m, .. } if !self.transposed => {
                     let c = vals.as_primitive::<UInt8Type>().values();
@@ -253,9 +323,14 @@ impl VectorSegment {
                         ids,
                         flat: vec![],
                         codes: t,
+                        graph: None,
                     }
                 }
                 _ => Partition {
+                    graph: match &self.graphs {
+                        Some(g) => Some(self.load_graph(g, p, n as usize).await?),
+                        None => None,
+                    },
                     ids,
                     flat: vec![],
                     codes: vals.as_primitive::<UInt8Type>().values().to_vec(),
@@ -268,6 +343,56 @@ impl VectorSegment {
         Ok(part)
     }
 
+    /// Partition `p`'s graph (`n` vectors) from `index.idx`.
+    async fn load_graph(&self, g: &GraphFile, p: usize, n: usize) -> Result<hnsw::Graph> {
+        let bad = |m: String| {
+            Error::InvalidInput(format!(
+                "vector index segment {} (index.idx), partition {p}: {m}",
+                self.uuid
+            ))
+        };
+        let (start, len) = (g.offsets[p], g.lengths[p] as u64);
+        let b = g
+            .index
+            .read_range(start..start + len, Some(&[0, 1]))
+            .await?;
+        let vid = b.column(0).as_primitive::<arrow_array::types::UInt32Type>();
+        let nbs = b.column(1).as_list::<i32>();
+        let lo = &g.level_offsets[p];
+        if lo.first() != Some(&0) || lo.last() != Some(&len) || lo.windows(2).any(|w| w[0] > w[1]) {
+            return Err(bad(format!(
+                "level offsets {lo:?} do not cover its {len} rows"
+            )));
+        }
+        let mut graph = hnsw::Graph {
+            entry_point: g.entries[p],
+            levels: vec![],
+        };
+        for (l, w) in lo.windows(2).enumerate() {
+            let mut level = hnsw::Level::default();
+            for r in w[0] as usize..w[1] as usize {
+                let node = vid.value(r);
+                let list = nbs.value(r);
+                let list = list.as_primitive::<arrow_array::types::UInt32Type>();
+                if node as usize >= n || list.values().iter().any(|x| *x as usize >= n) {
+                    return Err(bad(format!("node or neighbour beyond its {n} vectors")));
+                }
+                if l > 0 {
+                    level.index.insert(node, level.nodes.len());
+                } else if node as usize != level.nodes.len() {
+                    return Err(bad("level 0 does not list every vector in order".into()));
+                }
+                level.nodes.push(node);
+                level.neighbors.push(list.values().to_vec());
+            }
+            graph.levels.push(level);
+        }
+        if (graph.entry_point as usize) >= n && n > 0 {
+            return Err(bad("entry point beyond its vectors".into()));
+        }
+        Ok(graph)
+    }
+
     /// The `k` nearest stored ids to `query` (raw, `dim` long) among the
     /// `nprobes` nearest partitions, by the index's approximate distance,
     /// nearest first; rows whose id `allow` rejects never take a place.
@@ -276,6 +401,7 @@ impl VectorSegment {
         query: &[f32],
         k: usize,
         nprobes: usize,
+        ef: usize,
         cache: &IndexCache,
         allow: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
@@ -299,17 +425,44 @@ impl VectorSegment {
             if n == 0 {
                 continue;
             }
-            stats.candidates_scored += n;
-            let d = model
-                .scorer(&q, p)
-                .score(model.metric, &q, n, &part.flat, &part.codes);
-            for (i, dist) in d.into_iter().enumerate() {
+            // A graph search that would keep every row scores them all.
+            let graph = part.graph.as_ref().filter(|_| ef.max(k) < n);
+            let d: Vec<(usize, f32)> = match (graph, &model.quantizer) {
+                (Some(g), Quantizer::Sq { start, end }) => {
+                    let qc: Vec<u8> = q.iter().map(|x| sq_code(*x, *start, *end)).collect();
+                    let s2 = ((end - start) / 255.0).powi(2);
+                    let dim = model.dim;
+                    let codes = &part.codes;
+                    let dist = |node: u32| {
+                        let c = &codes[node as usize * dim..(node as usize + 1) * dim];
+                        code_l2(&qc, c) * s2
+                    };
+                    let ids = &part.ids;
+                    let found = hnsw::search(g, n, &dist, k, ef, &|node| allow(ids[node as usize]));
+                    stats.candidates_scored += found.len();
+                    found
+                        .into_iter()
+                        .map(|(d, node)| (node as usize, d))
+                        .collect()
+                }
+                _ => {
+                    stats.candidates_scored += n;
+                    model
+                        .scorer(&q, p)
+                        .score(model.metric, &q, n, &part.flat, &part.codes)
+                        .into_iter()
+                        .enumerate()
+                        .collect()
+                }
+            };
+            for (i, dist) in d {
                 let id = part.ids[i];
                 let e = (Ordered(dist), id);
                 if heap.len() == k && heap.peek().is_some_and(|top| e >= *top) {
                     continue;
                 }
                 if !allow(id) {
+                    stats.rows_excluded += 1;
                     continue;
                 }
                 heap.push(e);
