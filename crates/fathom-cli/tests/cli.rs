@@ -209,6 +209,11 @@ fn demo_runs() {
         out.contains("(B-tree index)") && out.contains("(full scan)"),
         "{out}"
     );
+    // A prefiltered vector search through the IVF_PQ index.
+    assert!(
+        out.contains("KnnExec") && out.contains("index=docs_emb") && out.contains("topic-3"),
+        "{out}"
+    );
     // Idempotent.
     ok(&fathom(dir.path(), &["demo"]));
 }

@@ -58,9 +58,7 @@ pub use util::{storage_schema, storage_type, to_storage};
 /// A session with Fathom set up: `STORED AS LANCE`, `lance_table(...)`,
 /// and, when `data_dir` is given, its datasets as the default schema.
 pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext> {
-    let mut config = SessionConfig::new()
-        .with_information_schema(true)
-        .with_option_extension(knn::FathomOptions::default());
+    let mut config = SessionConfig::new().with_information_schema(true);
     // Lance 2.0 stores plain strings; VARCHAR maps to Utf8 rather than Utf8View.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
     let mut state = with_fathom_rules(
@@ -74,9 +72,7 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
         .insert("LANCE".to_string(), Arc::new(FathomTableFactory));
     let ctx = SessionContext::new_with_state(state);
     ctx.register_udtf("lance_table", Arc::new(LanceTableFunction));
-    for f in udf::distance_udfs() {
-        ctx.register_udf(f);
-    }
+    add_vector_search(&ctx);
     if let Some(dir) = data_dir {
         let catalog = ctx.catalog("datafusion").expect("default catalog");
         catalog.register_schema("public", Arc::new(DirectorySchema::new(dir)?))?;
@@ -91,6 +87,23 @@ pub fn with_fathom_rules(builder: SessionStateBuilder) -> SessionStateBuilder {
     builder
         .with_physical_optimizer_rule(Arc::new(IndexCountRule))
         .with_optimizer_rule(Arc::new(knn::KnnRule))
+}
+
+/// Adds the vector distance functions (`l2_distance`, `cosine_distance`,
+/// `dot_distance`) and Fathom's session settings (`SET fathom.nprobes`,
+/// ...) to `ctx`. With [`with_fathom_rules`] (the `KnnRule`), `ORDER BY`
+/// a distance `LIMIT k` over a Fathom table is then a vector search.
+/// [`new_session`] does both.
+pub fn add_vector_search(ctx: &SessionContext) {
+    for f in udf::distance_udfs() {
+        ctx.register_udf(f);
+    }
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    let options = state.config_mut().options_mut();
+    if options.extensions.get::<knn::FathomOptions>().is_none() {
+        options.extensions.insert(knn::FathomOptions::default());
+    }
 }
 
 /// Registers the dataset at `uri` as table `name` (latest version).

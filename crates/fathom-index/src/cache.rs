@@ -20,7 +20,9 @@ pub struct IndexCache {
 
 impl Default for IndexCache {
     fn default() -> Self {
-        Self::new(256 * 1024 * 1024)
+        // Vector partitions are the largest parts (an IVF_FLAT of 1,000,000
+        // 128-d vectors holds 512 MB).
+        Self::new(1024 * 1024 * 1024)
     }
 }
 

@@ -305,7 +305,7 @@ impl Model {
         match &self.quantizer {
             Quantizer::Flat => Scorer::Flat,
             Quantizer::Sq { start, end } => Scorer::Sq {
-                query: q.iter().map(|x| sq_code(*x, *start, *end) as f32).collect(),
+                query: q.iter().map(|x| sq_code(*x, *start, *end)).collect(),
                 scale: (end - start) / 255.0,
                 start: *start,
             },
@@ -352,7 +352,9 @@ pub enum Scorer {
         table: Vec<f32>,
     },
     Sq {
-        query: Vec<f32>,
+        /// The query's own codes (l2, cosine: distances in code space,
+        /// as Lance computes them).
+        query: Vec<u8>,
         scale: f32,
         start: f32,
     },
@@ -393,29 +395,26 @@ impl Scorer {
                 start,
             } => {
                 let dim = query.len();
-                (0..n)
-                    .map(|i| {
-                        let c = &codes[i * dim..(i + 1) * dim];
-                        if metric == Metric::Dot {
-                            let s: f32 = c
-                                .iter()
-                                .zip(q)
-                                .map(|(c, x)| x * (start + (*c as f32 + 0.5) * scale))
-                                .sum();
-                            1.0 - s
-                        } else {
-                            let s: f32 = c
-                                .iter()
-                                .zip(query)
-                                .map(|(c, x)| {
-                                    let d = *c as f32 - x;
-                                    d * d
-                                })
-                                .sum();
-                            s * scale * scale
-                        }
-                    })
-                    .collect()
+                let s2 = scale * scale;
+                if metric == Metric::Dot {
+                    // Dequantized: x · (start + (code + ½)·scale).
+                    let qsum: f32 = q.iter().sum();
+                    let base = start + 0.5 * scale;
+                    (0..n)
+                        .map(|i| {
+                            let c = &codes[i * dim..(i + 1) * dim];
+                            let mut acc = [0f32; 8];
+                            for (j, (c, x)) in c.iter().zip(q).enumerate() {
+                                acc[j % 8] += *c as f32 * x;
+                            }
+                            1.0 - (base * qsum + scale * acc.iter().sum::<f32>())
+                        })
+                        .collect()
+                } else {
+                    (0..n)
+                        .map(|i| super::build::code_l2(query, &codes[i * dim..(i + 1) * dim]) * s2)
+                        .collect()
+                }
             }
         }
     }
