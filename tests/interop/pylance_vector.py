@@ -1,6 +1,6 @@
 """Vector index interop with pylance 14.
 
-  python3 pylance_vector.py write DIR ROWS DIM            # pylance writes t.lance (default version)
+  python3 pylance_vector.py write DIR ROWS DIM [VERSION]  # pylance writes t.lance (default version)
   python3 pylance_vector.py index DIR KIND METRIC PARTS [SUB_VECTORS]
   python3 pylance_vector.py search DIR METRIC K NPROBES REFINE [EF] < queries.json
 
@@ -32,7 +32,8 @@ def main():
             "cat": pa.array([f"c{i % 10}" for i in range(rows)]),
             "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel(), pa.float32()), dim),
         })
-        lance.write_dataset(t, uri, max_rows_per_file=max(1, rows // 2))
+        fmt = {"data_storage_version": sys.argv[5]} if len(sys.argv) > 5 else {}
+        lance.write_dataset(t, uri, max_rows_per_file=max(1, rows // 2), **fmt)
     elif cmd == "index":
         kind, metric, parts = sys.argv[3], sys.argv[4], int(sys.argv[5])
         kw = {"num_sub_vectors": int(sys.argv[6])} if len(sys.argv) > 6 else {}
