@@ -24,6 +24,7 @@ pub mod pages;
 pub mod query;
 pub mod rowaddr_map;
 pub mod segment;
+pub mod fts;
 pub mod vector;
 
 pub use cache::IndexCache;

@@ -68,18 +68,37 @@ pub async fn build_segment(
     let uuid = uuid::Uuid::new_v4();
     let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
     let files = kind.build(&dir, field.data_type(), batches).await?;
-    Ok(IndexMetadata {
+    Ok(segment_metadata(
+        ds,
+        name,
+        field_id,
+        &fragments,
+        kind.details(),
+        version,
+        files,
+        uuid,
+    ))
+}
+
+/// The manifest entry of a segment built now on version `ds`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn segment_metadata(
+    ds: &Dataset,
+    name: &str,
+    field_id: i32,
+    fragments: &[u64],
+    details: prost_types::Any,
+    version: i32,
+    files: Vec<fathom_table::format::IndexFile>,
+    uuid: uuid::Uuid,
+) -> IndexMetadata {
+    IndexMetadata {
         uuid,
         name: name.to_string(),
         fields: vec![field_id],
         dataset_version: ds.version(),
-        fragment_bitmap: Some(
-            fragments
-                .iter()
-                .map(|f| *f as u32)
-                .collect::<RoaringBitmap>(),
-        ),
-        index_details: Some(kind.details()),
+        fragment_bitmap: Some(fragments.iter().map(|f| *f as u32).collect::<RoaringBitmap>()),
+        index_details: Some(details),
         index_version: Some(version),
         created_at_ms: Some(
             SystemTime::now()
@@ -90,7 +109,7 @@ pub async fn build_segment(
         base_id: None,
         files,
         covering_fields: vec![],
-    })
+    }
 }
 
 fn segments<'a>(ds: &'a Dataset, name: &str) -> Vec<&'a IndexMetadata> {

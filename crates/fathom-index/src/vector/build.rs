@@ -85,7 +85,7 @@ fn vectors_of(
 
 /// Runs CPU-bound `f` (which uses its own threads) without starving a
 /// multi-threaded runtime's other tasks.
-fn cpu<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn cpu<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -247,29 +247,16 @@ pub async fn build_vector_segment(
         Some(g) => write_graph_file(&dir, &model, g, &codes).await?,
         None => write_index_file(&dir, &model).await?,
     };
-    Ok(IndexMetadata {
+    Ok(crate::lifecycle::segment_metadata(
+        ds,
+        name,
+        field_id,
+        &fragments,
+        details(&model),
+        1,
+        vec![aux, index],
         uuid,
-        name: name.to_string(),
-        fields: vec![field_id],
-        dataset_version: ds.version(),
-        fragment_bitmap: Some(
-            fragments
-                .iter()
-                .map(|f| *f as u32)
-                .collect::<RoaringBitmap>(),
-        ),
-        index_details: Some(details(&model)),
-        index_version: Some(1),
-        created_at_ms: Some(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis() as u64,
-        ),
-        base_id: None,
-        files: vec![aux, index],
-        covering_fields: vec![],
-    })
+    ))
 }
 
 /// The manifest's `index_details` for a model.

@@ -1,0 +1,550 @@
+//! BM25 search over a segment's partitions: OR queries by block-max WAND
+//! (a document is scored only when the block-max scores of the blocks it
+//! could be in can beat the current k-th score), AND queries by
+//! leap-frogging intersection. Scores use the statistics of the whole
+//! table version ([`Corpus`]), so they equal the flat path's for the same
+//! row; the block-max scores stored under the partition's own statistics
+//! are rescaled into safe upper bounds.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use super::analyzer::Analyzer;
+use super::posting::{self, BLOCK};
+use super::segment::{FtsSegment, Partition, PostingList};
+use crate::cache::IndexCache;
+use crate::error::Result;
+
+/// How query terms combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchOp {
+    /// A row matches when it holds any term (scores add up).
+    Or,
+    /// A row matches when it holds every term.
+    And,
+}
+
+/// Corpus statistics of a table version: documents (rows with at least
+/// one token), their tokens, and each query term's document frequency.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Corpus {
+    pub docs: u64,
+    pub tokens: u64,
+    pub df: HashMap<String, u64>,
+}
+
+impl Corpus {
+    pub fn avgdl(&self) -> f32 {
+        if self.docs == 0 {
+            0.0
+        } else {
+            (self.tokens as f64 / self.docs as f64) as f32
+        }
+    }
+
+    pub fn idf(&self, term: &str) -> f32 {
+        posting::idf(self.df.get(term).copied().unwrap_or(0), self.docs)
+    }
+
+    /// Adds the statistics of one analyzed row.
+    pub fn add_row(&mut self, tf: &HashMap<String, u32>, len: u32, terms: &[String]) {
+        if len == 0 {
+            return;
+        }
+        self.docs += 1;
+        self.tokens += len as u64;
+        for t in terms {
+            if tf.contains_key(t) {
+                *self.df.entry(t.clone()).or_default() += 1;
+            }
+        }
+    }
+
+    /// Score of a row from its term frequencies (`None`: it does not
+    /// match). Terms are summed in query order, as the index path does.
+    pub fn score(&self, tf: &[u32], len: u32, op: MatchOp) -> Option<f32> {
+        let hits = tf.iter().filter(|f| **f > 0).count();
+        if hits == 0 || (op == MatchOp::And && hits < tf.len()) {
+            return None;
+        }
+        let avgdl = self.avgdl();
+        Some(self.sum(tf.iter().enumerate().filter(|(_, f)| **f > 0).map(
+            |(i, f)| (i, *f),
+        ), len, avgdl))
+    }
+
+    fn sum(&self, tf: impl Iterator<Item = (usize, u32)>, len: u32, avgdl: f32) -> f32 {
+        let _ = self;
+        let mut s = 0f32;
+        for (_, (idf, f)) in tf.map(|(i, f)| (i, (self.idf_at(i), f))) {
+            s += posting::bm25(idf, f, len, avgdl);
+        }
+        s
+    }
+
+    fn idf_at(&self, i: usize) -> f32 {
+        IDFS.with(|v| v.borrow().get(i).copied().unwrap_or(0.0))
+    }
+}
+
+thread_local! {
+    // The idf of each query term, set by `Query::bind` for `Corpus::score`.
+    static IDFS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A query bound to its corpus: terms (deduplicated, in query order)
+/// with their idf.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub terms: Vec<String>,
+    pub op: MatchOp,
+    pub idf: Vec<f32>,
+    pub avgdl: f32,
+}
+
+impl Query {
+    /// Analyzes `text` into deduplicated terms.
+    pub fn terms(analyzer: &Analyzer, text: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in analyzer.tokens(text) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    pub fn new(terms: Vec<String>, op: MatchOp, corpus: &Corpus) -> Query {
+        let idf = terms.iter().map(|t| corpus.idf(t)).collect();
+        Query {
+            terms,
+            op,
+            idf,
+            avgdl: corpus.avgdl(),
+        }
+    }
+
+    /// Score of a row from the frequency of each term (in `terms` order).
+    pub fn score(&self, tf: &[u32], len: u32) -> Option<f32> {
+        let hits = tf.iter().filter(|f| **f > 0).count();
+        if hits == 0 || (self.op == MatchOp::And && hits < tf.len()) {
+            return None;
+        }
+        let mut s = 0f32;
+        for (i, f) in tf.iter().enumerate() {
+            if *f > 0 {
+                s += posting::bm25(self.idf[i], *f, len, self.avgdl);
+            }
+        }
+        Some(s)
+    }
+
+    /// Frequencies of the terms in `text` and its length in tokens.
+    pub fn row(&self, analyzer: &Analyzer, text: &str) -> (Vec<u32>, u32) {
+        let mut tf = vec![0u32; self.terms.len()];
+        let mut len = 0u32;
+        analyzer.analyze(text, |t, _| {
+            len += 1;
+            if let Some(i) = self.terms.iter().position(|q| q == t) {
+                tf[i] += 1;
+            }
+        });
+        (tf, len)
+    }
+}
+
+/// A scored row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub addr: u64,
+    pub score: f32,
+}
+
+/// Ordered so that the heap's top is the worst kept row: lower score,
+/// then higher address.
+#[derive(Debug, Clone, Copy)]
+struct Worst(Scored);
+
+impl PartialEq for Worst {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Worst {}
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Worst {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.score
+            .total_cmp(&self.0.score)
+            .then(self.0.addr.cmp(&o.0.addr))
+    }
+}
+
+/// The best `k` rows seen (all rows when `k` is `None`): highest score
+/// first, ties by lower row address.
+#[derive(Debug)]
+pub struct TopK {
+    k: usize,
+    heap: BinaryHeap<Worst>,
+}
+
+impl TopK {
+    pub fn new(k: Option<usize>) -> TopK {
+        TopK {
+            k: k.unwrap_or(usize::MAX),
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    /// The score a row must reach to enter (`None` while not full).
+    pub fn threshold(&self) -> Option<f32> {
+        (self.heap.len() >= self.k).then(|| self.heap.peek().map_or(f32::MIN, |w| w.0.score))
+    }
+
+    pub fn push(&mut self, s: Scored) {
+        if self.k == 0 {
+            return;
+        }
+        if self.heap.len() < self.k {
+            self.heap.push(Worst(s));
+        } else if let Some(w) = self.heap.peek()
+            && Worst(s) < *w
+        {
+            self.heap.pop();
+            self.heap.push(Worst(s));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Best first.
+    pub fn into_sorted(self) -> Vec<Scored> {
+        let mut v: Vec<Worst> = self.heap.into_vec();
+        v.sort();
+        v.into_iter().map(|w| w.0).collect()
+    }
+}
+
+/// What a search did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SearchStats {
+    /// Postings whose document was scored.
+    pub docs_scored: usize,
+    /// Posting blocks decoded.
+    pub blocks_decoded: usize,
+    /// Blocks in the query terms' posting lists.
+    pub blocks_total: usize,
+}
+
+struct Cursor {
+    list: Arc<PostingList>,
+    term: usize,
+    /// Upper bound of this term's score in any document.
+    ub: f32,
+    /// Multiplier turning a stored block-max score into an upper bound.
+    scale: f32,
+    block: usize,
+    decoded: Option<usize>,
+    docs: Vec<u32>,
+    freqs: Vec<u32>,
+    pos: usize,
+    doc: u32,
+}
+
+const END: u32 = u32::MAX;
+
+impl Cursor {
+    fn ensure(&mut self, stats: &mut SearchStats) -> Result<()> {
+        if self.decoded != Some(self.block) {
+            self.list.decode(self.block, &mut self.docs, &mut self.freqs)?;
+            self.decoded = Some(self.block);
+            stats.blocks_decoded += 1;
+        }
+        Ok(())
+    }
+
+    fn enter_block(&mut self, b: usize) {
+        self.block = b;
+        self.pos = 0;
+        self.doc = self.list.first_docs.get(b).copied().unwrap_or(END);
+    }
+
+    fn tf(&mut self, stats: &mut SearchStats) -> Result<u32> {
+        self.ensure(stats)?;
+        Ok(self.freqs[self.pos])
+    }
+
+    fn next(&mut self, stats: &mut SearchStats) -> Result<()> {
+        self.ensure(stats)?;
+        self.pos += 1;
+        if self.pos >= self.docs.len() {
+            self.enter_block(self.block + 1);
+        } else {
+            self.doc = self.docs[self.pos];
+        }
+        Ok(())
+    }
+
+    /// Moves to the first doc at or after `target`.
+    fn seek(&mut self, target: u32, stats: &mut SearchStats) -> Result<()> {
+        if self.doc >= target {
+            return Ok(());
+        }
+        let b = self.containing(target);
+        if b != self.block {
+            self.enter_block(b);
+            if self.doc >= target {
+                return Ok(());
+            }
+        }
+        self.ensure(stats)?;
+        let p = self.pos + self.docs[self.pos..].partition_point(|d| *d < target);
+        if p >= self.docs.len() {
+            self.enter_block(self.block + 1);
+        } else {
+            self.pos = p;
+            self.doc = self.docs[p];
+        }
+        Ok(())
+    }
+
+    /// The block (from the current one on) that would hold `target`.
+    fn containing(&self, target: u32) -> usize {
+        let rest = &self.list.first_docs[self.block..];
+        self.block + rest.partition_point(|f| *f <= target).saturating_sub(1)
+    }
+
+    /// Upper bound of this term's score at `target` and the last doc of
+    /// the block that would hold it.
+    fn block_bound(&self, target: u32) -> (f32, u32) {
+        let b = self.containing(target);
+        let end = self
+            .list
+            .first_docs
+            .get(b + 1)
+            .map_or(END, |f| f.saturating_sub(1));
+        (self.list.block_max[b] * self.scale, end)
+    }
+}
+
+/// Slack on upper bounds for float rounding.
+fn loosen(x: f32) -> f32 {
+    x * (1.0 + 1e-4) + 1e-6
+}
+
+impl FtsSegment {
+    /// Searches every partition, adding rows `allow` accepts to `top`.
+    pub async fn search(
+        &self,
+        q: &Query,
+        allow: &(dyn Fn(u64) -> bool + Sync),
+        cache: &IndexCache,
+        top: &mut TopK,
+    ) -> Result<SearchStats> {
+        let mut stats = SearchStats::default();
+        let seg_docs: usize = self.parts.iter().map(|p| p.num_docs()).sum();
+        let seg_tokens: u64 = self
+            .parts
+            .iter()
+            .map(|p| p.lens.iter().map(|l| *l as u64).sum::<u64>())
+            .sum();
+        for part in &self.parts {
+            let mut lists = Vec::new();
+            for (i, t) in q.terms.iter().enumerate() {
+                if let Some(l) = part.posting(t, cache).await? {
+                    lists.push((i, l));
+                } else if q.op == MatchOp::And {
+                    lists.clear();
+                    break;
+                }
+            }
+            if lists.is_empty() {
+                continue;
+            }
+            let part_tokens: u64 = part.lens.iter().map(|l| *l as u64).sum();
+            let local_avgdl = |docs: usize, tokens: u64| {
+                if docs == 0 {
+                    f32::MAX
+                } else {
+                    tokens as f32 / docs as f32
+                }
+            };
+            // The stored block maxes were scored with this partition's
+            // statistics or the segment's: bound by the more generous.
+            let a_local = local_avgdl(part.num_docs(), part_tokens)
+                .min(local_avgdl(seg_docs, seg_tokens));
+            let a_ratio = (q.avgdl / a_local).max(1.0);
+            let mut cursors: Vec<Cursor> = lists
+                .into_iter()
+                .map(|(i, list)| {
+                    let idf_local = posting::idf(list.df as u64, part.num_docs() as u64)
+                        .min(posting::idf(list.df as u64, seg_docs as u64));
+                    let scale = loosen(q.idf[i] / idf_local.max(1e-9) * a_ratio);
+                    stats.blocks_total += list.blocks.len();
+                    let mut c = Cursor {
+                        ub: list.max_score * scale,
+                        list,
+                        term: i,
+                        scale,
+                        block: 0,
+                        decoded: None,
+                        docs: Vec::with_capacity(BLOCK),
+                        freqs: Vec::with_capacity(BLOCK),
+                        pos: 0,
+                        doc: 0,
+                    };
+                    c.enter_block(0);
+                    c
+                })
+                .collect();
+            match q.op {
+                MatchOp::Or => wand(part, q, &mut cursors, allow, top, &mut stats)?,
+                MatchOp::And => intersect(part, q, &mut cursors, allow, top, &mut stats)?,
+            }
+        }
+        Ok(stats)
+    }
+}
+
+fn score_at(
+    part: &Partition,
+    q: &Query,
+    cursors: &mut [Cursor],
+    d: u32,
+    stats: &mut SearchStats,
+) -> Result<f32> {
+    let mut tf = [0u32; 16];
+    let mut tfv;
+    let tf: &mut [u32] = if q.terms.len() <= 16 {
+        &mut tf[..q.terms.len()]
+    } else {
+        tfv = vec![0u32; q.terms.len()];
+        &mut tfv
+    };
+    for c in cursors.iter_mut().filter(|c| c.doc == d) {
+        tf[c.term] = c.tf(stats)?;
+    }
+    stats.docs_scored += 1;
+    let len = part.lens[d as usize];
+    let mut s = 0f32;
+    for (i, f) in tf.iter().enumerate() {
+        if *f > 0 {
+            s += posting::bm25(q.idf[i], *f, len, q.avgdl);
+        }
+    }
+    Ok(s)
+}
+
+fn wand(
+    part: &Partition,
+    q: &Query,
+    cursors: &mut Vec<Cursor>,
+    allow: &(dyn Fn(u64) -> bool + Sync),
+    top: &mut TopK,
+    stats: &mut SearchStats,
+) -> Result<()> {
+    loop {
+        cursors.retain(|c| c.doc != END);
+        if cursors.is_empty() {
+            return Ok(());
+        }
+        cursors.sort_by_key(|c| c.doc);
+        let n = cursors.len();
+        let theta = top.threshold();
+        let mut acc = 0f32;
+        let mut pivot = None;
+        for (i, c) in cursors.iter().enumerate() {
+            acc += c.ub;
+            if theta.is_none_or(|t| acc >= t) {
+                pivot = Some(i);
+                break;
+            }
+        }
+        let Some(mut p) = pivot else {
+            return Ok(());
+        };
+        let pd = cursors[p].doc;
+        while p + 1 < n && cursors[p + 1].doc == pd {
+            p += 1;
+        }
+        if let Some(t) = theta {
+            let (mut bound, mut end) = (0f32, END);
+            for c in &cursors[..=p] {
+                let (b, e) = c.block_bound(pd);
+                bound += b;
+                end = end.min(e);
+            }
+            if bound < t {
+                // No doc up to the end of these blocks (and before the
+                // next cursor) can reach the threshold.
+                let mut target = end.saturating_add(1);
+                if p + 1 < n {
+                    target = target.min(cursors[p + 1].doc);
+                }
+                let target = target.max(pd + 1);
+                for c in &mut cursors[..=p] {
+                    c.seek(target, stats)?;
+                }
+                continue;
+            }
+        }
+        if cursors[0].doc == pd {
+            let addr = part.rowaddrs[pd as usize];
+            if allow(addr) {
+                let s = score_at(part, q, cursors, pd, stats)?;
+                top.push(Scored { addr, score: s });
+            }
+            for c in cursors.iter_mut().filter(|c| c.doc == pd) {
+                c.next(stats)?;
+            }
+        } else {
+            for c in cursors[..p].iter_mut() {
+                c.seek(pd, stats)?;
+            }
+        }
+    }
+}
+
+fn intersect(
+    part: &Partition,
+    q: &Query,
+    cursors: &mut [Cursor],
+    allow: &(dyn Fn(u64) -> bool + Sync),
+    top: &mut TopK,
+    stats: &mut SearchStats,
+) -> Result<()> {
+    cursors.sort_by_key(|c| c.list.df);
+    let mut d = cursors[0].doc;
+    'outer: while d != END {
+        for i in 0..cursors.len() {
+            cursors[i].seek(d, stats)?;
+            if cursors[i].doc != d {
+                d = cursors[i].doc;
+                if i > 0 {
+                    cursors[0].seek(d, stats)?;
+                    d = cursors[0].doc;
+                }
+                continue 'outer;
+            }
+        }
+        let addr = part.rowaddrs[d as usize];
+        if allow(addr) {
+            let s = score_at(part, q, cursors, d, stats)?;
+            top.push(Scored { addr, score: s });
+        }
+        cursors[0].next(stats)?;
+        d = cursors[0].doc;
+    }
+    Ok(())
+}
