@@ -226,7 +226,7 @@ pub struct KnnTable {
 
 /// The dataset's columns, then `_rowid` and `_rowaddr`: the schema the
 /// search's inner scans are planned against.
-fn scan_schema(ds: &Dataset) -> SchemaRef {
+pub(crate) fn scan_schema(ds: &Dataset) -> SchemaRef {
     let mut fields: Vec<Field> = ds
         .schema()
         .fields()
@@ -251,44 +251,76 @@ impl KnnTable {
             .downcast_ref::<FathomTable>()
             .expect("checked by the rule")
     }
+}
 
-    /// Plans and lowers a Fathom scan of `ds`'s fragments in `keep`.
-    #[allow(clippy::too_many_arguments)]
-    fn inner_scan(
-        &self,
-        state: &dyn Session,
-        ds: &Dataset,
-        schema: &SchemaRef,
-        keep: &dyn Fn(u64) -> bool,
-        output: Vec<usize>,
-        filters: &[Expr],
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let manifest = restricted(ds.manifest(), keep);
-        let t = self.table();
-        let req = ScanRequest {
-            output,
-            filters: filters.to_vec(),
-            limit: None,
-            target_partitions: state.config().target_partitions(),
-            min_rows_per_partition: t.options().min_rows_per_partition,
-            zone_pruning: t.options().zone_pruning,
-        };
-        let snap = Snapshot {
-            manifest: &manifest,
-            schema: ds.schema(),
+/// Plans and lowers a Fathom scan of `ds`'s fragments in `keep` (for the
+/// inner scans of a search: prefilter and flat rows).
+pub(crate) fn inner_scan(
+    t: &FathomTable,
+    state: &dyn Session,
+    ds: &Dataset,
+    schema: &SchemaRef,
+    keep: &dyn Fn(u64) -> bool,
+    output: Vec<usize>,
+    filters: &[Expr],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let manifest = restricted(ds.manifest(), keep);
+    let req = ScanRequest {
+        output,
+        filters: filters.to_vec(),
+        limit: None,
+        target_partitions: state.config().target_partitions(),
+        min_rows_per_partition: t.options().min_rows_per_partition,
+        zone_pruning: t.options().zone_pruning,
+    };
+    let snap = Snapshot {
+        manifest: &manifest,
+        schema: ds.schema(),
+        table_schema: schema,
+    };
+    let plan = plan_scan(snap, &req)?;
+    lower(
+        &plan,
+        &LowerContext {
+            session: state,
+            dataset: ds,
             table_schema: schema,
-        };
-        let plan = plan_scan(snap, &req)?;
-        lower(
-            &plan,
-            &LowerContext {
-                session: state,
-                dataset: ds,
-                table_schema: schema,
-                cache: t.index_cache(),
-            },
-        )
-    }
+            cache: t.index_cache(),
+        },
+    )
+}
+
+/// The columns a search reads for its winners and where each output
+/// column is in them: `names` are the output columns, by name into
+/// `schema` (a [`scan_schema`]); names not there (a score) map to
+/// `usize::MAX`.
+pub(crate) fn winner_columns(
+    ds: &Dataset,
+    schema: &SchemaRef,
+    names: &[String],
+) -> Result<(fathom_table::scan::Projection, Vec<usize>)> {
+    let wanted: BTreeSet<usize> = names.iter().filter_map(|n| schema.index_of(n).ok()).collect();
+    let read = projection_of(ds, schema, &wanted)?;
+    let order: Vec<usize> = wanted.iter().copied().collect();
+    let output_idx = names
+        .iter()
+        .map(|n| {
+            order
+                .iter()
+                .position(|o| schema.field(*o).name() == n)
+                .unwrap_or(usize::MAX)
+        })
+        .collect();
+    Ok((read, output_idx))
+}
+
+/// Filters pushed into a search's scan, with column qualifiers removed.
+pub(crate) fn unqualified(filters: &[Expr]) -> Result<Vec<Expr>> {
+    filters
+        .iter()
+        .cloned()
+        .map(crate::provider::strip_qualifiers)
+        .collect()
 }
 
 #[async_trait]
@@ -346,11 +378,7 @@ impl TableProvider for KnnTable {
             .get::<FathomOptions>()
             .cloned()
             .unwrap_or_default();
-        let filters: Vec<Expr> = filters
-            .iter()
-            .cloned()
-            .map(crate::provider::strip_qualifiers)
-            .collect::<Result<_>>()?;
+        let filters = unqualified(filters)?;
         // Output columns, by name into the scan schema.
         let out_cols: Vec<usize> = projection
             .cloned()
@@ -359,21 +387,7 @@ impl TableProvider for KnnTable {
             .iter()
             .map(|i| table_schema.field(*i).name().clone())
             .collect();
-        let wanted: BTreeSet<usize> = names
-            .iter()
-            .map(|n| schema.index_of(n))
-            .collect::<std::result::Result<_, _>>()?;
-        let read = projection_of(&ds, &schema, &wanted)?;
-        let order: Vec<usize> = wanted.iter().copied().collect();
-        let output_idx: Vec<usize> = names
-            .iter()
-            .map(|n| {
-                order
-                    .iter()
-                    .position(|o| schema.field(*o).name() == n)
-                    .unwrap()
-            })
-            .collect();
+        let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
         let out_schema = Arc::new(table_schema.project(&out_cols)?);
 
         // The index: the vector segments on this column with this metric
@@ -422,7 +436,8 @@ impl TableProvider for KnnTable {
         let addr = schema.index_of(ROW_ADDR)?;
         let prefilter = if !segments.is_empty() && !filters.is_empty() {
             let c = covered.clone();
-            Some(self.inner_scan(
+            Some(inner_scan(
+                t,
                 state,
                 &ds,
                 &schema,
@@ -439,7 +454,8 @@ impl TableProvider for KnnTable {
             .any(|f| !covered.contains(f.id as u32));
         let flat = if uncovered {
             let c = covered.clone();
-            Some(self.inner_scan(
+            Some(inner_scan(
+                t,
                 state,
                 &ds,
                 &schema,

@@ -10,6 +10,9 @@
 //! - [`DirectorySchema`]: a directory of datasets as a schema, so that
 //!   `CREATE TABLE` / `CREATE TABLE AS SELECT` / `DROP TABLE` manage datasets.
 //! - [`LanceTableFunction`]: `lance_table('<uri>', version)` (time travel).
+//! - [`fts`]: `fts('t', 'body', 'quick fox')`, BM25-ranked full-text
+//!   search with a `_score` column; `ORDER BY _score DESC LIMIT k` is a
+//!   top-k search ([`fts::FtsRule`]).
 //! - [`IndexCountRule`]: `COUNT(*)` (grouped by a bitmap-indexed column or
 //!   not) from index row sets, no rows read; [`with_fathom_rules`] adds it.
 //!
@@ -28,6 +31,7 @@ mod count_rule;
 mod error;
 pub mod exec;
 mod factory;
+pub mod fts;
 mod index_expr;
 pub mod knn;
 pub mod plan;
@@ -72,6 +76,7 @@ pub fn new_session(data_dir: Option<&std::path::Path>) -> Result<SessionContext>
         .insert("LANCE".to_string(), Arc::new(FathomTableFactory));
     let ctx = SessionContext::new_with_state(state);
     ctx.register_udtf("lance_table", Arc::new(LanceTableFunction));
+    ctx.register_udtf("fts", Arc::new(fts::FtsTableFunction));
     add_vector_search(&ctx);
     if let Some(dir) = data_dir {
         let catalog = ctx.catalog("datafusion").expect("default catalog");
@@ -87,6 +92,7 @@ pub fn with_fathom_rules(builder: SessionStateBuilder) -> SessionStateBuilder {
     builder
         .with_physical_optimizer_rule(Arc::new(IndexCountRule))
         .with_optimizer_rule(Arc::new(knn::KnnRule))
+        .with_optimizer_rule(Arc::new(fts::FtsRule))
 }
 
 /// Adds the vector distance functions (`l2_distance`, `cosine_distance`,

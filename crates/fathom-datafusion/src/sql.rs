@@ -5,6 +5,11 @@
 //! CREATE INDEX name ON t USING IVF_PQ | IVF_FLAT | IVF_SQ (vector_column)
 //!     [WITH (metric = 'l2' | 'cosine' | 'dot', num_partitions = 256,
 //!            num_sub_vectors = 16, max_iterations = 50, sample_rate = 256)];
+//! CREATE INDEX name ON t USING INVERTED (text_column)
+//!     [WITH (base_tokenizer = 'simple' | 'whitespace' | 'raw' | 'ngram',
+//!            language = 'English', with_position = true, lower_case = true,
+//!            stem = true, remove_stop_words = true, ascii_folding = true,
+//!            max_token_length = 40, min_ngram_length = 3, max_ngram_length = 3)];
 //! CREATE INDEX IF NOT EXISTS name ON t ...;   -- extends an existing index to new fragments
 //! DROP INDEX name ON t;
 //! REINDEX [INDEX] name ON t;                 -- rebuilds: one new segment over every fragment
@@ -20,9 +25,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType, ObjectType, Statement};
+use fathom_index::fts::FtsParams;
 use fathom_index::vector::{VectorKind, VectorParams};
 use fathom_index::{
-    IndexKind, create_index, create_vector_index, drop_index, extend_index, list_indexes,
+    IndexKind, create_fts_index, create_index, create_vector_index, drop_index, extend_index, list_indexes,
     rebuild_index,
 };
 
@@ -85,12 +91,16 @@ async fn fathom_statement(
             };
             let options = with_options(&ci.with)?;
             let vector = using.as_deref().and_then(VectorKind::parse);
+            let fts = using.as_deref().is_some_and(|u| {
+                ["INVERTED", "FTS", "FULLTEXT"].contains(&u.to_ascii_uppercase().as_str())
+            });
             let kind = match (&using, vector) {
                 (_, Some(_)) => IndexKind::BTREE,
+                _ if fts => IndexKind::BTREE,
                 (None, None) => IndexKind::BTREE,
                 (Some(u), None) => IndexKind::parse(u).map_err(idx_err)?,
             };
-            if vector.is_none() && !options.is_empty() {
+            if vector.is_none() && !fts && !options.is_empty() {
                 return Err(DataFusionError::Plan(format!(
                     "a {kind} index takes no options (WITH ({}))",
                     options
@@ -111,6 +121,18 @@ async fn fathom_statement(
             let exists = ds.manifest().indices.iter().any(|i| i.name == name);
             let new = if exists && ci.if_not_exists {
                 extend_index(&ds, &name).await.map_err(idx_err)?
+            } else if fts {
+                let params = FtsParams::from_options(&options).map_err(idx_err)?;
+                let progress = ctx.state().config().get_extension::<BuildProgress>();
+                create_fts_index(
+                    &ds,
+                    &name,
+                    &column,
+                    params,
+                    progress.as_ref().map(|p| &*p.0),
+                )
+                .await
+                .map_err(idx_err)?
             } else if let Some(v) = vector {
                 let params = VectorParams::from_options(v, &options).map_err(idx_err)?;
                 let progress = ctx.state().config().get_extension::<BuildProgress>();

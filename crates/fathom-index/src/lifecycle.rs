@@ -10,6 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
+use crate::fts::{FtsParams, FtsSegment, build_fts_segment, is_fts};
 use crate::io::SegmentDir;
 use crate::kind::{IndexKind, StoredIds};
 use crate::segment::usable;
@@ -171,6 +172,40 @@ pub async fn create_vector_index(
         .await?)
 }
 
+/// Creates inverted (full-text) index `name` on text column `column`
+/// over all current fragments; `progress` hears of tokenizing and
+/// writing.
+pub async fn create_fts_index(
+    ds: &Dataset,
+    name: &str,
+    column: &str,
+    params: FtsParams,
+    progress: Option<&ProgressFn>,
+) -> Result<Dataset> {
+    if !segments(ds, name).is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "an index named '{name}' already exists on {}",
+            ds.uri()
+        )));
+    }
+    let frags = ds.fragments().iter().map(|f| f.id).collect();
+    let seg = build_fts_segment(ds, name, column, &params, frags, progress).await?;
+    Ok(ds
+        .commit(Operation::CreateIndex {
+            new: vec![seg],
+            removed: vec![],
+        })
+        .await?)
+}
+
+/// The analysis parameters of inverted segment `seg`.
+async fn fts_params_of(ds: &Dataset, seg: &IndexMetadata) -> Result<FtsParams> {
+    Ok(FtsSegment::load(ds.store(), ds.root(), seg, &Default::default())
+        .await?
+        .params
+        .clone())
+}
+
 /// Parameters that rebuild a vector segment like `seg` (same kind,
 /// metric, partitions and sub-vectors).
 async fn vector_params_of(ds: &Dataset, seg: &IndexMetadata) -> Result<VectorParams> {
@@ -236,6 +271,9 @@ pub async fn extend_index(ds: &Dataset, name: &str) -> Result<Dataset> {
             .model
             .clone();
         build_vector_segment(ds, name, &column, Training::Reuse(model), todo, None).await?
+    } else if is_fts(first) {
+        let p = fts_params_of(ds, first).await?;
+        build_fts_segment(ds, name, &column, &p, todo, None).await?
     } else {
         let kind = usable(first).map_err(|u| {
             Error::InvalidInput(format!("index '{name}' cannot be extended: {u:?}"))
@@ -261,6 +299,9 @@ pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
     let seg = if is_vector(first) {
         let p = vector_params_of(ds, first).await?;
         build_vector_segment(ds, name, &column, Training::Train(p), frags, None).await?
+    } else if is_fts(first) {
+        let p = fts_params_of(ds, first).await?;
+        build_fts_segment(ds, name, &column, &p, frags, None).await?
     } else {
         let kind = usable(first)
             .map_err(|u| Error::InvalidInput(format!("index '{name}' cannot be rebuilt: {u:?}")))?;
@@ -320,6 +361,7 @@ pub fn list_indexes(ds: &Dataset) -> Vec<IndexInfo> {
                 name: name.to_string(),
                 kind: match declared(segs[0]) {
                     Some((kind, metric)) => format!("{kind} ({})", metric.name()),
+                    None if is_fts(segs[0]) => "INVERTED".to_string(),
                     None => segs[0]
                         .index_details
                         .as_ref()

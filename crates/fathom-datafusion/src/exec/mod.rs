@@ -4,6 +4,7 @@ pub mod common;
 pub mod count;
 pub mod dml;
 pub mod exclusion;
+pub mod fts;
 pub mod index_scan;
 pub mod knn;
 pub mod scan;

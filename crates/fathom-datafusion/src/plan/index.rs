@@ -32,8 +32,9 @@ pub fn choose_indexes(snap: Snapshot<'_>) -> ChosenIndexes {
     let mut out = ChosenIndexes::default();
     let manifest = snap.manifest;
     for seg in &manifest.indices {
-        // Vector segments answer nearest-neighbour searches (`knn`), not filters.
-        if fathom_index::vector::is_vector(seg) {
+        // Vector segments answer nearest-neighbour searches (`knn`) and
+        // inverted ones full-text searches (`fts`), not these filters.
+        if fathom_index::vector::is_vector(seg) || fathom_index::fts::is_fts(seg) {
             continue;
         }
         let kind = match usable(seg) {

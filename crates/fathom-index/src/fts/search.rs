@@ -47,50 +47,29 @@ impl Corpus {
         posting::idf(self.df.get(term).copied().unwrap_or(0), self.docs)
     }
 
-    /// Adds the statistics of one analyzed row.
-    pub fn add_row(&mut self, tf: &HashMap<String, u32>, len: u32, terms: &[String]) {
+    /// Adds the statistics of one analyzed row: `tf` holds the frequency
+    /// of each of `terms` in it, `len` its token count.
+    pub fn add_row(&mut self, terms: &[String], tf: &[u32], len: u32) {
         if len == 0 {
             return;
         }
         self.docs += 1;
         self.tokens += len as u64;
-        for t in terms {
-            if tf.contains_key(t) {
+        for (t, f) in terms.iter().zip(tf) {
+            if *f > 0 {
                 *self.df.entry(t.clone()).or_default() += 1;
             }
         }
     }
 
-    /// Score of a row from its term frequencies (`None`: it does not
-    /// match). Terms are summed in query order, as the index path does.
-    pub fn score(&self, tf: &[u32], len: u32, op: MatchOp) -> Option<f32> {
-        let hits = tf.iter().filter(|f| **f > 0).count();
-        if hits == 0 || (op == MatchOp::And && hits < tf.len()) {
-            return None;
+    /// Adds another part's statistics.
+    pub fn merge(&mut self, o: &Corpus) {
+        self.docs += o.docs;
+        self.tokens += o.tokens;
+        for (t, n) in &o.df {
+            *self.df.entry(t.clone()).or_default() += n;
         }
-        let avgdl = self.avgdl();
-        Some(self.sum(tf.iter().enumerate().filter(|(_, f)| **f > 0).map(
-            |(i, f)| (i, *f),
-        ), len, avgdl))
     }
-
-    fn sum(&self, tf: impl Iterator<Item = (usize, u32)>, len: u32, avgdl: f32) -> f32 {
-        let _ = self;
-        let mut s = 0f32;
-        for (_, (idf, f)) in tf.map(|(i, f)| (i, (self.idf_at(i), f))) {
-            s += posting::bm25(idf, f, len, avgdl);
-        }
-        s
-    }
-
-    fn idf_at(&self, i: usize) -> f32 {
-        IDFS.with(|v| v.borrow().get(i).copied().unwrap_or(0.0))
-    }
-}
-
-thread_local! {
-    // The idf of each query term, set by `Query::bind` for `Corpus::score`.
-    static IDFS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A query bound to its corpus: terms (deduplicated, in query order)

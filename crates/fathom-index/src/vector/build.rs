@@ -19,7 +19,6 @@ use futures::TryStreamExt;
 use prost::Message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use roaring::RoaringBitmap;
 
 use super::distance::Metric;
 use super::hnsw::{self, Graph};

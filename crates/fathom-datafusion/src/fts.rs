@@ -1,0 +1,433 @@
+//! Full-text search from SQL.
+//!
+//! ```sql
+//! SELECT id, _score FROM fts('t', 'body', 'quick fox')
+//! WHERE category = 'c3' ORDER BY _score DESC LIMIT 10;
+//! ```
+//!
+//! `fts(table, column, query [, 'OR' | 'AND'])` is table `table` with a
+//! `_score` column (BM25, Float32), holding only the rows that match
+//! `query` in `column`: any of its terms (`'OR'`, the default, as Lance's
+//! `full_text_query`) or all of them (`'AND'`). The query is analyzed as
+//! the column's inverted index analyzes documents (the default analyzer
+//! when the column has no index: then every row is tokenized, EXPLAIN
+//! shows `no index (flat)`). WHERE filters on the table's columns are
+//! prefilters (pushed into the search, answered by scalar indexes when
+//! they can); a filter on `_score` applies to the result.
+//!
+//! [`FtsRule`] turns `ORDER BY _score DESC LIMIT k` over `fts(...)` into
+//! a top-k search (block-max WAND: most matching rows are never scored);
+//! without it every matching row is scored and DataFusion sorts them,
+//! with the same result.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::Transformed;
+use datafusion::datasource::{TableProvider, TableType, provider_as_source, source_as_provider};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::{
+    Expr, LogicalPlan, Projection as LProjection, Sort, TableProviderFilterPushDown, TableScan,
+};
+use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
+use datafusion::physical_plan::ExecutionPlan;
+use fathom_index::fts::{MatchOp, is_fts};
+use fathom_table::ROW_ADDR;
+use roaring::RoaringBitmap;
+
+use crate::exec::fts::{FtsExec, FtsSpec};
+use crate::exec::knn::KnnSegment;
+use crate::knn::{inner_scan, scan_schema, unqualified, winner_columns};
+use crate::provider::FathomTable;
+use crate::util::block_on;
+
+/// The score column `fts(...)` adds.
+pub const SCORE_COLUMN: &str = "_score";
+
+/// The `fts` table function.
+#[derive(Debug, Default)]
+pub struct FtsTableFunction;
+
+fn text_arg(e: Option<&Expr>) -> Option<String> {
+    match e {
+        Some(Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+            _,
+        )) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+impl TableFunctionImpl for FtsTableFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let usage = || {
+            DataFusionError::Plan(
+                "usage: fts('<table>', '<text column>', '<query>' [, 'OR' | 'AND'])".into(),
+            )
+        };
+        let e = args.exprs();
+        if !(3..=4).contains(&e.len()) {
+            return Err(usage());
+        }
+        let (Some(table), Some(column), Some(query)) =
+            (text_arg(e.first()), text_arg(e.get(1)), text_arg(e.get(2)))
+        else {
+            return Err(usage());
+        };
+        let op = match e.get(3) {
+            None => MatchOp::Or,
+            Some(x) => match text_arg(Some(x)).map(|s| s.to_ascii_uppercase()).as_deref() {
+                Some("OR") => MatchOp::Or,
+                Some("AND") => MatchOp::And,
+                _ => {
+                    return Err(DataFusionError::Plan(format!(
+                        "fts: the operator is 'OR' or 'AND', got {x}"
+                    )));
+                }
+            },
+        };
+        let state = args
+            .session()
+            .as_any()
+            .downcast_ref::<SessionState>()
+            .ok_or_else(|| DataFusionError::Plan("fts: needs a SessionState".into()))?;
+        let schema = state.schema_for_ref(table.as_str())?;
+        let name = datafusion::common::TableReference::from(table.as_str())
+            .table()
+            .to_string();
+        let inner = block_on(async move { schema.table(&name).await })?
+            .ok_or_else(|| DataFusionError::Plan(format!("fts: no table named '{table}'")))?;
+        let Some(t) = inner.downcast_ref::<FathomTable>() else {
+            return Err(DataFusionError::Plan(format!(
+                "fts: table '{table}' is not a Lance dataset"
+            )));
+        };
+        match t.schema().field_with_name(&column).map(|f| f.data_type().clone()) {
+            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {}
+            Ok(other) => {
+                return Err(DataFusionError::Plan(format!(
+                    "fts: column '{column}' of '{table}' is {other}, not text"
+                )));
+            }
+            Err(_) => {
+                return Err(DataFusionError::Plan(format!(
+                    "fts: table '{table}' has no column named '{column}'"
+                )));
+            }
+        }
+        Ok(Arc::new(FtsTable::new(inner, column, query, op, None)))
+    }
+}
+
+/// A Fathom table's rows that match a full-text query, with their score.
+#[derive(Debug)]
+pub struct FtsTable {
+    inner: Arc<dyn TableProvider>,
+    column: String,
+    query: String,
+    op: MatchOp,
+    /// Best rows wanted (set by [`FtsRule`]); `None`: all matches.
+    k: Option<usize>,
+    schema: SchemaRef,
+}
+
+impl FtsTable {
+    pub fn new(
+        inner: Arc<dyn TableProvider>,
+        column: String,
+        query: String,
+        op: MatchOp,
+        k: Option<usize>,
+    ) -> Self {
+        let mut fields: Vec<Field> = inner
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(SCORE_COLUMN, DataType::Float32, false));
+        FtsTable {
+            schema: Arc::new(Schema::new(fields)),
+            inner,
+            column,
+            query,
+            op,
+            k,
+        }
+    }
+
+    fn with_k(&self, k: usize) -> Self {
+        FtsTable::new(
+            self.inner.clone(),
+            self.column.clone(),
+            self.query.clone(),
+            self.op,
+            Some(k),
+        )
+    }
+
+    fn table(&self) -> &FathomTable {
+        self.inner
+            .downcast_ref::<FathomTable>()
+            .expect("checked by fts()")
+    }
+}
+
+#[async_trait]
+impl TableProvider for FtsTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Filters on the score apply to the result; the rest are prefilters.
+        let on_table: Vec<&Expr> = filters
+            .iter()
+            .copied()
+            .filter(|f| !f.column_refs().iter().any(|c| c.name == SCORE_COLUMN))
+            .collect();
+        let mut inner = self.inner.supports_filters_pushdown(&on_table)?.into_iter();
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if f.column_refs().iter().any(|c| c.name == SCORE_COLUMN) {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    inner
+                        .next()
+                        .unwrap_or(TableProviderFilterPushDown::Unsupported)
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let t = self.table();
+        let ds = t.latest().await?;
+        let schema = scan_schema(&ds);
+        let column = ds.schema().index_of(&self.column).map_err(|_| {
+            DataFusionError::Plan(format!("no text column named '{}'", self.column))
+        })?;
+        let filters = unqualified(filters)?;
+        let out_cols: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let names: Vec<String> = out_cols
+            .iter()
+            .map(|i| self.schema.field(*i).name().clone())
+            .collect();
+        let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
+        let out_schema = Arc::new(self.schema.project(&out_cols)?);
+
+        // The index: the inverted segments on this column (the
+        // widest-covering index if several), each assigned the current
+        // fragments it covers that no earlier one took. Segments of a
+        // dataset with stable row ids hold row ids, not addresses: such
+        // a table is searched flat.
+        let field_id = ds.manifest().schema.fields[column].id;
+        let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
+        let mut by_name: std::collections::BTreeMap<
+            String,
+            Vec<&fathom_table::format::IndexMetadata>,
+        > = Default::default();
+        if !ds.manifest().uses_stable_row_ids() {
+            for seg in &ds.manifest().indices {
+                if is_fts(seg) && seg.fields.first() == Some(&field_id) && seg.fragment_bitmap.is_some()
+                {
+                    by_name.entry(seg.name.clone()).or_default().push(seg);
+                }
+            }
+        }
+        let best = by_name.into_iter().max_by_key(|(_, segs)| {
+            let mut b = RoaringBitmap::new();
+            for s in segs {
+                b |= s.fragment_bitmap.as_ref().unwrap();
+            }
+            (b & &current).len()
+        });
+        let mut covered = RoaringBitmap::new();
+        let mut segments = vec![];
+        let index = best.as_ref().map(|(n, _)| n.clone());
+        if let Some((_, segs)) = best {
+            for s in segs {
+                let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
+                if mine.is_empty() {
+                    continue;
+                }
+                covered |= &mine;
+                segments.push(KnnSegment {
+                    meta: s.clone(),
+                    fragments: Arc::new(mine),
+                });
+            }
+        }
+        let addr = schema.index_of(ROW_ADDR)?;
+        let prefilter = if filters.is_empty() {
+            None
+        } else {
+            Some(inner_scan(t, state, &ds, &schema, &|_| true, vec![addr], &filters)?)
+        };
+        let uncovered = ds
+            .fragments()
+            .iter()
+            .any(|f| !covered.contains(f.id as u32));
+        let flat = if uncovered {
+            let c = covered.clone();
+            Some(inner_scan(
+                t,
+                state,
+                &ds,
+                &schema,
+                &move |f| !c.contains(f as u32),
+                vec![column, addr],
+                &[],
+            )?)
+        } else {
+            None
+        };
+        // A LIMIT without ORDER BY may return any matching rows: the best.
+        let k = match (self.k, limit) {
+            (Some(k), Some(l)) => Some(k.min(l)),
+            (k, l) => k.or(l),
+        };
+        let spec = FtsSpec {
+            column,
+            column_name: self.column.clone(),
+            query: self.query.clone(),
+            op: self.op,
+            k,
+            index,
+        };
+        Ok(Arc::new(FtsExec::new(
+            ds,
+            spec,
+            segments,
+            read,
+            output_idx,
+            prefilter,
+            flat,
+            t.index_cache().clone(),
+            out_schema,
+        )))
+    }
+}
+
+/// Turns `ORDER BY _score DESC LIMIT k` over `fts(...)` into a top-k
+/// search (see the module documentation).
+#[derive(Debug, Default)]
+pub struct FtsRule;
+
+/// Whether sort key `key` (over `input`) is the `_score` of an fts scan.
+fn is_score(key: &Expr, input: &LogicalPlan) -> bool {
+    let Expr::Column(c) = key else {
+        return false;
+    };
+    match input {
+        LogicalPlan::Projection(p) => {
+            let Ok(i) = p.schema.index_of_column(c) else {
+                return false;
+            };
+            let e = p.expr[i].clone().unalias_nested().data;
+            is_score(&e, &p.input)
+        }
+        LogicalPlan::TableScan(s) => {
+            c.name == SCORE_COLUMN
+                && source_as_provider(&s.source)
+                    .is_ok_and(|p| p.downcast_ref::<FtsTable>().is_some())
+        }
+        _ => false,
+    }
+}
+
+/// `plan` with its fts scan (under projections only) asking for the best `k`.
+fn with_k(plan: &LogicalPlan, k: usize) -> Result<Option<LogicalPlan>> {
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let Some(input) = with_k(&p.input, k)? else {
+                return Ok(None);
+            };
+            Ok(Some(LogicalPlan::Projection(
+                LProjection::try_new_with_schema(
+                    p.expr.clone(),
+                    Arc::new(input),
+                    p.schema.clone(),
+                )?,
+            )))
+        }
+        LogicalPlan::TableScan(scan) => {
+            let Ok(provider) = source_as_provider(&scan.source) else {
+                return Ok(None);
+            };
+            let Some(f) = provider.downcast_ref::<FtsTable>() else {
+                return Ok(None);
+            };
+            if f.k.is_some_and(|old| old <= k) {
+                return Ok(None);
+            }
+            Ok(Some(LogicalPlan::TableScan(TableScan {
+                table_name: scan.table_name.clone(),
+                source: provider_as_source(Arc::new(f.with_k(k))),
+                projection: scan.projection.clone(),
+                projected_schema: scan.projected_schema.clone(),
+                filters: scan.filters.clone(),
+                fetch: scan.fetch,
+                statistics_requests: scan.statistics_requests.clone(),
+            })))
+        }
+        _ => Ok(None),
+    }
+}
+
+impl OptimizerRule for FtsRule {
+    fn name(&self) -> &str {
+        "fathom_fts"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::TopDown)
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let LogicalPlan::Sort(sort) = &plan else {
+            return Ok(Transformed::no(plan));
+        };
+        let (Some(k), Some(first)) = (sort.fetch, sort.expr.first()) else {
+            return Ok(Transformed::no(plan));
+        };
+        // Other sort keys would break ties among rows we did not keep.
+        if first.asc || sort.expr.len() > 1 || !is_score(&first.expr, &sort.input) {
+            return Ok(Transformed::no(plan));
+        }
+        match with_k(&sort.input, k)? {
+            Some(input) => Ok(Transformed::yes(LogicalPlan::Sort(Sort {
+                expr: sort.expr.clone(),
+                input: Arc::new(input),
+                fetch: sort.fetch,
+            }))),
+            None => Ok(Transformed::no(plan)),
+        }
+    }
+}
