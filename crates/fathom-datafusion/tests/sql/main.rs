@@ -7,6 +7,7 @@ mod codec;
 mod common;
 mod counts;
 mod flat;
+mod fts;
 mod indexes;
 mod pylance_stable;
 mod pylance_vector;

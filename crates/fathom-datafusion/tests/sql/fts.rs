@@ -1,0 +1,485 @@
+//! Full-text search from SQL against a brute-force BM25 computed here,
+//! from the rows themselves, with a tokenizer of its own: every matching
+//! row with its score (to 1e-4), ranked top-k equal to the brute-force
+//! top-k, after appends (unindexed fragments), deletes, updates that move
+//! rows, index extends and rebuilds; WHERE filters are prefilters.
+//!
+//! The corpus statistics the oracle uses are the table version's: live
+//! rows, plus rows deleted since an index segment took them whose
+//! fragment is still in the table (Lance counts those, as an index is
+//! not rewritten by a delete).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type, UInt64Type};
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+use fathom_datafusion::sql::run_sql;
+use fathom_datafusion::{TableOptions, new_session, register_dataset};
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use rand::{Rng, SeedableRng};
+
+use super::common::text;
+
+/// Words the English analyzer keeps as they are (lower-cased): no stop
+/// word, nothing a stemmer strips.
+fn vocabulary() -> Vec<String> {
+    let mut v = vec![];
+    for a in "bdfgkmpvz".chars() {
+        for b in "aou".chars() {
+            for c in "bdgkmpz".chars() {
+                v.push(format!("{a}{b}{c}"));
+            }
+        }
+    }
+    v
+}
+
+/// A body of 0..12 words, Zipf-like, some capitalised, with punctuation;
+/// 5% NULL, 3% only stop words.
+fn body(rng: &mut rand::rngs::StdRng, vocab: &[String]) -> Option<String> {
+    if rng.random_bool(0.05) {
+        return None;
+    }
+    if rng.random_bool(0.03) {
+        return Some("The of, AND the".into());
+    }
+    let n = rng.random_range(0..12);
+    let words: Vec<String> = (0..n)
+        .map(|_| {
+            // Zipf-like: rank r with weight ~ 1/r.
+            let r = (vocab.len() as f64).powf(rng.random_range(0.0..1.0)) as usize - 1;
+            let w = &vocab[r.min(vocab.len() - 1)];
+            if rng.random_bool(0.2) {
+                w.to_uppercase()
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    Some(words.join(if rng.random_bool(0.5) { " " } else { ", " }))
+}
+
+fn batch(ids: &[i64], bodies: &[Option<String>]) -> RecordBatch {
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("cat", DataType::Utf8, false),
+            Field::new("body", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|i| format!("c{}", i.rem_euclid(5))),
+            )),
+            Arc::new(StringArray::from(bodies.to_vec())),
+        ],
+    )
+    .unwrap()
+}
+
+/// The oracle's tokenizer: words of letters, lower-cased, stop words out.
+fn tokens(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .filter(|w| !["the", "of", "and"].contains(&w.as_str()))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    id: i64,
+    body: Option<String>,
+    live: bool,
+    /// Taken by an index segment (while live).
+    indexed: bool,
+    fragment: u64,
+}
+
+struct Model {
+    rows: Vec<Row>,
+}
+
+impl Model {
+    /// Rows the statistics count: live ones, and deleted ones an index
+    /// took whose fragment is still there.
+    fn counted(&self) -> Vec<&Row> {
+        let frags: HashSet<u64> = self
+            .rows
+            .iter()
+            .filter(|r| r.live)
+            .map(|r| r.fragment)
+            .collect();
+        self.rows
+            .iter()
+            .filter(|r| r.live || (r.indexed && frags.contains(&r.fragment)))
+            .collect()
+    }
+
+    /// (id, score) of every live row matching `query` (all terms when
+    /// `and`) that `keep` accepts, best first, ties by id.
+    fn search(&self, query: &str, and: bool, keep: &dyn Fn(&Row) -> bool) -> Vec<(i64, f64)> {
+        let mut terms: Vec<String> = vec![];
+        for t in tokens(query) {
+            if !terms.contains(&t) {
+                terms.push(t);
+            }
+        }
+        let counted = self.counted();
+        let docs: Vec<Vec<String>> = counted
+            .iter()
+            .map(|r| r.body.as_deref().map(tokens).unwrap_or_default())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let n = docs.len() as f64;
+        let avgdl = docs.iter().map(|d| d.len()).sum::<usize>() as f64 / n.max(1.0);
+        let idf: Vec<f64> = terms
+            .iter()
+            .map(|t| {
+                let df = docs.iter().filter(|d| d.contains(t)).count() as f64;
+                ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+            })
+            .collect();
+        let mut out = vec![];
+        for r in self.rows.iter().filter(|r| r.live && keep(r)) {
+            let toks = r.body.as_deref().map(tokens).unwrap_or_default();
+            let len = toks.len() as f64;
+            let tf: Vec<usize> = terms
+                .iter()
+                .map(|t| toks.iter().filter(|x| *x == t).count())
+                .collect();
+            let hits = tf.iter().filter(|f| **f > 0).count();
+            if hits == 0 || (and && hits < terms.len()) {
+                continue;
+            }
+            let s: f64 = tf
+                .iter()
+                .zip(&idf)
+                .filter(|(f, _)| **f > 0)
+                .map(|(f, idf)| {
+                    let f = *f as f64;
+                    idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * len / avgdl))
+                })
+                .sum();
+            out.push((r.id, s));
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
+    /// Records the fragment of every live row.
+    async fn refresh(&mut self, ctx: &SessionContext) {
+        let b = ctx
+            .sql("SELECT id, _rowaddr FROM t")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let mut at = HashMap::new();
+        for b in &b {
+            let ids = b.column(0).as_primitive::<Int64Type>();
+            let a = b.column(1).as_primitive::<UInt64Type>();
+            for i in 0..b.num_rows() {
+                at.insert(ids.value(i), a.value(i) >> 32);
+            }
+        }
+        for r in self.rows.iter_mut().filter(|r| r.live) {
+            r.fragment = at[&r.id];
+        }
+        assert_eq!(at.len(), self.rows.iter().filter(|r| r.live).count());
+    }
+}
+
+/// (id, _score) of `sql`'s rows.
+async fn scored(ctx: &SessionContext, sql: &str) -> Vec<(i64, f32)> {
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    b.iter()
+        .flat_map(|b| {
+            let ids = b.column(0).as_primitive::<Int64Type>();
+            let s = b.column(1).as_primitive::<Float32Type>();
+            (0..b.num_rows())
+                .map(|i| (ids.value(i), s.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn close(a: f32, b: f64) -> bool {
+    (a as f64 - b).abs() <= 1e-4 * b.abs().max(1.0)
+}
+
+/// `got` (best first, ties in any order) is `want` (or its top k).
+fn same(got: &[(i64, f32)], want: &[(i64, f64)], k: Option<usize>, what: &str) {
+    let want_k = &want[..k.unwrap_or(want.len()).min(want.len())];
+    assert_eq!(got.len(), want_k.len(), "{what}: {got:?} vs {want_k:?}");
+    let exact: HashMap<i64, f64> = want.iter().copied().collect();
+    for (i, (id, s)) in got.iter().enumerate() {
+        let w = exact
+            .get(id)
+            .unwrap_or_else(|| panic!("{what}: row {id} does not match"));
+        assert!(close(*s, *w), "{what}: row {id} scored {s}, not {w}");
+        assert!(
+            close(*s, want_k[i].1),
+            "{what}: place {i} holds {id} ({s}); brute force has {:?}",
+            want_k[i]
+        );
+    }
+}
+
+async fn setup(rows: usize, frag_rows: usize, seed: u64) -> (tempfile::TempDir, SessionContext, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let vocab = vocabulary();
+    let ids: Vec<i64> = (0..rows as i64).collect();
+    let bodies: Vec<Option<String>> = ids.iter().map(|_| body(&mut rng, &vocab)).collect();
+    Dataset::write(
+        &uri,
+        &[batch(&ids, &bodies)],
+        WriteMode::Create,
+        WriteParams {
+            max_rows_per_file: frag_rows,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ctx = new_session(None).unwrap();
+    let options = TableOptions {
+        with_row_addr: true,
+        ..Default::default()
+    };
+    register_dataset(&ctx, "t", &uri, options)
+        .await
+        .unwrap();
+    let mut m = Model {
+        rows: ids
+            .iter()
+            .zip(bodies)
+            .map(|(id, body)| Row {
+                id: *id,
+                body,
+                live: true,
+                indexed: false,
+                fragment: 0,
+            })
+            .collect(),
+    };
+    m.refresh(&ctx).await;
+    (dir, ctx, m)
+}
+
+#[test]
+fn vocabulary_is_kept_by_the_analyzer() {
+    let a = fathom_index::fts::Analyzer::new(&Default::default()).unwrap();
+    for w in vocabulary() {
+        assert_eq!(a.tokens(&w.to_uppercase()), [w.clone()], "{w}");
+    }
+    assert!(a.tokens("The of, AND the").is_empty());
+}
+
+/// Random changes between checks; each check runs random OR and AND
+/// queries, with and without a prefilter and a LIMIT, against the oracle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equals_brute_force_through_changes() {
+    for (seed, (rows, frag_rows)) in [(2000, 700), (300, 9)].into_iter().enumerate() {
+        let (_dir, ctx, mut m) = setup(rows, frag_rows, seed as u64).await;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(100 + seed as u64);
+        let vocab = vocabulary();
+        run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
+            .await
+            .unwrap();
+        for r in m.rows.iter_mut() {
+            r.indexed = true;
+        }
+        run_sql(&ctx, "CREATE INDEX cat_idx ON t USING BITMAP (cat)")
+            .await
+            .unwrap();
+        let plan = text(
+            &ctx,
+            "EXPLAIN SELECT id, _score FROM fts('t', 'body', 'bab dok') WHERE cat = 'c1' ORDER BY _score DESC LIMIT 5",
+        )
+        .await;
+        assert!(
+            plan.contains("FtsExec") && plan.contains("index=body_idx") && plan.contains("k=5"),
+            "{plan}"
+        );
+        assert!(plan.contains("prefilter=true"), "{plan}");
+        let mut next_id = 100_000i64;
+        let mut log: Vec<String> = vec![];
+        for step in 0..8 {
+            for (filter, keep) in [
+                ("true", &(|_: &Row| true) as &dyn Fn(&Row) -> bool),
+                ("cat = 'c3'", &|r: &Row| r.id.rem_euclid(5) == 3),
+                ("id % 7 = 1", &|r: &Row| r.id % 7 == 1),
+            ] {
+                for _ in 0..3 {
+                    let nq = rng.random_range(1..4);
+                    let q: Vec<String> = (0..nq)
+                        .map(|_| {
+                            let r = (vocab.len() as f64).powf(rng.random_range(0.0..1.0)) as usize;
+                            vocab[r.min(vocab.len() - 1)].clone()
+                        })
+                        .collect();
+                    let q = q.join(" ");
+                    let and = rng.random_bool(0.3);
+                    let op = if and { ", 'AND'" } else { "" };
+                    let want = m.search(&q, and, keep);
+                    let what = format!("seed {seed} after {log:?}: '{q}'{op} WHERE {filter}");
+                    // Every match, then the top k.
+                    let all = scored(
+                        &ctx,
+                        &format!(
+                            "SELECT id, _score FROM fts('t', 'body', '{q}'{op}) WHERE {filter} ORDER BY _score DESC, id"
+                        ),
+                    )
+                    .await;
+                    same(&all, &want, None, &what);
+                    let k = [1, 10, 25][rng.random_range(0..3)];
+                    let top = scored(
+                        &ctx,
+                        &format!(
+                            "SELECT id, _score FROM fts('t', 'body', '{q}'{op}) WHERE {filter} ORDER BY _score DESC LIMIT {k}"
+                        ),
+                    )
+                    .await;
+                    same(&top, &want, Some(k), &format!("{what} k {k}"));
+                }
+            }
+            if step == 7 {
+                break;
+            }
+            let p = ctx.table_provider("t").await.unwrap();
+            let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
+            match rng.random_range(0..5) {
+                0 => {
+                    let n = rng.random_range(20..300);
+                    let ids: Vec<i64> = (next_id..next_id + n).collect();
+                    next_id += n;
+                    let bodies: Vec<Option<String>> =
+                        ids.iter().map(|_| body(&mut rng, &vocab)).collect();
+                    let ds = t.latest().await.unwrap();
+                    let params = WriteParams {
+                        max_rows_per_file: frag_rows,
+                        ..Default::default()
+                    };
+                    Dataset::write(ds.uri(), &[batch(&ids, &bodies)], WriteMode::Append, params)
+                        .await
+                        .unwrap();
+                    for (id, body) in ids.into_iter().zip(bodies) {
+                        m.rows.push(Row {
+                            id,
+                            body,
+                            live: true,
+                            indexed: false,
+                            fragment: 0,
+                        });
+                    }
+                    log.push(format!("append {n}"));
+                }
+                1 => {
+                    let k = rng.random_range(3..9);
+                    run_sql(&ctx, &format!("DELETE FROM t WHERE id % {k} = 0"))
+                        .await
+                        .unwrap();
+                    for r in m.rows.iter_mut().filter(|r| r.id % k == 0) {
+                        r.live = false;
+                    }
+                    log.push(format!("delete %{k}"));
+                }
+                2 => {
+                    // Rows move to a new fragment (rewritten), ids change.
+                    let k = rng.random_range(5..13);
+                    run_sql(
+                        &ctx,
+                        &format!(
+                            "UPDATE t SET id = id + 1000000, body = body || ' zuz' WHERE id % {k} = 2"
+                        ),
+                    )
+                    .await
+                    .unwrap();
+                    let moved: Vec<Row> = m
+                        .rows
+                        .iter_mut()
+                        .filter(|r| r.live && r.id % k == 2)
+                        .map(|r| {
+                            r.live = false;
+                            Row {
+                                id: r.id + 1_000_000,
+                                body: r.body.as_ref().map(|b| format!("{b} zuz")),
+                                live: true,
+                                indexed: false,
+                                fragment: 0,
+                            }
+                        })
+                        .collect();
+                    m.rows.extend(moved);
+                    log.push(format!("update %{k}"));
+                }
+                3 => {
+                    run_sql(
+                        &ctx,
+                        "CREATE INDEX IF NOT EXISTS body_idx ON t USING INVERTED (body)",
+                    )
+                    .await
+                    .unwrap();
+                    for r in m.rows.iter_mut().filter(|r| r.live) {
+                        r.indexed = true;
+                    }
+                    log.push("extend".into());
+                }
+                _ => {
+                    run_sql(&ctx, "REINDEX body_idx ON t").await.unwrap();
+                    for r in m.rows.iter_mut() {
+                        r.indexed = r.live;
+                    }
+                    log.push("rebuild".into());
+                }
+            }
+            m.refresh(&ctx).await;
+        }
+    }
+}
+
+/// A column without an inverted index is searched flat, with the same
+/// results; bad calls are clear errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flat_without_index_and_errors() {
+    let (_dir, ctx, m) = setup(500, 200, 7).await;
+    let q = "bab dok gum";
+    let want = m.search(q, false, &|_| true);
+    let sql = format!("SELECT id, _score FROM fts('t', 'body', '{q}') ORDER BY _score DESC LIMIT 10");
+    same(&scored(&ctx, &sql).await, &want, Some(10), "flat");
+    let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
+    assert!(plan.contains("no index (flat)"), "{plan}");
+    run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
+        .await
+        .unwrap();
+    same(&scored(&ctx, &sql).await, &want, Some(10), "indexed");
+
+    for (bad, msg) in [
+        ("SELECT * FROM fts('t', 'nope', 'x')", "no column named 'nope'"),
+        ("SELECT * FROM fts('t', 'id', 'x')", "not text"),
+        ("SELECT * FROM fts('nope', 'body', 'x')", "nope"),
+        ("SELECT * FROM fts('t', 'body')", "usage"),
+        ("SELECT * FROM fts('t', 'body', 'x', 'XOR')", "'OR' or 'AND'"),
+    ] {
+        let e = match ctx.sql(bad).await {
+            Ok(df) => df.collect().await.map(|_| ()).unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(e.to_string().contains(msg), "{bad}: {e}");
+    }
+    for bad in [
+        "CREATE INDEX i ON t USING INVERTED (id)",
+        "CREATE INDEX i ON t USING INVERTED (body) WITH (base_tokenizer = 'icu')",
+        "CREATE INDEX i ON t USING INVERTED (body) WITH (stem = 'maybe')",
+    ] {
+        assert!(run_sql(&ctx, bad).await.is_err(), "{bad}");
+    }
+}
