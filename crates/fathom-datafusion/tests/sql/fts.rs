@@ -483,3 +483,51 @@ async fn flat_without_index_and_errors() {
         assert!(run_sql(&ctx, bad).await.is_err(), "{bad}");
     }
 }
+
+/// Pylance 14's scores for its golden 3-document corpus (research:
+/// lance-index-bytes.md 3.7), with our index and without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn golden_scores_equal_pylance() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g.lance").to_str().unwrap().to_string();
+    let docs = [
+        "The quick brown fox",
+        "The lazy dog runs",
+        "quick quick dog jumping over the fox",
+    ];
+    let b = batch(&[0, 1, 2], &docs.map(|d| Some(d.to_string())));
+    Dataset::write(&uri, &[b], WriteMode::Create, WriteParams::default())
+        .await
+        .unwrap();
+    let ctx = new_session(None).unwrap();
+    register_dataset(&ctx, "t", &uri, TableOptions::default())
+        .await
+        .unwrap();
+    let golden: [(&str, &[(i64, f32)]); 7] = [
+        ("quick", &[(2, 0.5862932), (0, 0.5077718)]),
+        ("fox", &[(0, 0.5077718), (2, 0.4091399)]),
+        ("quick fox", &[(0, 1.0155436), (2, 0.9954331)]),
+        ("brown dog", &[(0, 1.0596459), (1, 0.5077718), (2, 0.4091399)]),
+        ("jumps", &[(2, 0.8538153)]),
+        ("LAZY", &[(1, 1.0596459)]),
+        ("the over", &[]),
+    ];
+    for indexed in [false, true] {
+        if indexed {
+            run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)")
+                .await
+                .unwrap();
+        }
+        for (q, want) in golden {
+            let got = scored(
+                &ctx,
+                &format!("SELECT id, _score FROM fts('t', 'body', '{q}') ORDER BY _score DESC, id"),
+            )
+            .await;
+            assert_eq!(got.len(), want.len(), "{q} (indexed {indexed}): {got:?}");
+            for (g, w) in got.iter().zip(want) {
+                assert!(g.0 == w.0 && (g.1 - w.1).abs() < 1e-5, "{q} (indexed {indexed}): {got:?}");
+            }
+        }
+    }
+}
