@@ -42,13 +42,11 @@ use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::dml::{DmlExec, DmlKind};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
-use crate::exec::knn::{KnnExec, KnnSegment, KnnSpec};
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 use crate::index_expr::IndexExpr;
 use crate::plan::{ExclusionSource, FlatPartitions, ScanUnit};
 use crate::provider::TableState;
-use fathom_index::vector::Metric;
 
 /// Encodes and decodes Fathom's execution nodes. Decoded index nodes share
 /// this codec's index cache.
@@ -64,6 +62,7 @@ impl FathomPhysicalCodec {
     }
 }
 
+mod search;
 mod wire;
 
 fn bad(what: impl std::fmt::Display) -> DataFusionError {
@@ -428,36 +427,8 @@ impl FathomPhysicalCodec {
                 residual: n.recheck().is_some_and(|r| r.residual),
             })));
         }
-        if let Some(n) = node.downcast_ref::<KnnExec>() {
-            let schema: SchemaRef = n.schema();
-            let s = n.spec();
-            let mut segments = vec![];
-            for seg in n.segments() {
-                let mut fragments = vec![];
-                seg.fragments.serialize_into(&mut fragments).map_err(bad)?;
-                segments.push(wire::KnnSegment {
-                    uuid: seg.meta.uuid.to_string(),
-                    fragments,
-                });
-            }
-            return Ok(Some(Kind::Knn(wire::Knn {
-                dataset: Some(enc_dataset(n.dataset())),
-                column: s.column as u32,
-                column_name: s.column_name.clone(),
-                query: s.query.clone(),
-                metric: s.metric.name().to_string(),
-                k: s.k as u64,
-                nprobes: s.nprobes as u64,
-                refine_factor: s.refine_factor as u64,
-                ef: s.ef as u64,
-                index: s.index.clone(),
-                segments,
-                read: Some(enc_projection(n.read())),
-                output: n.output_idx().iter().map(|i| *i as u32).collect(),
-                has_prefilter: n.has_prefilter(),
-                has_flat: n.has_flat(),
-                schema: Some(schema.as_ref().try_into()?),
-            })));
+        if let Some(k) = search::encode(node)? {
+            return Ok(Some(k));
         }
         if let Some(n) = node.downcast_ref::<TakeExec>() {
             return Ok(Some(Kind::Take(wire::Take {
@@ -611,58 +582,8 @@ impl FathomPhysicalCodec {
                     Arc::new(schema),
                 )?)
             }
-            Kind::Knn(m) => {
-                let ds = dec_dataset(m.dataset)?;
-                let read = dec_projection(m.read, &ds)?;
-                let schema: Schema = required(m.schema.as_ref(), "knn schema")?.try_into()?;
-                let mut segments = vec![];
-                for s in m.segments {
-                    let meta = ds
-                        .manifest()
-                        .indices
-                        .iter()
-                        .find(|i| i.uuid.to_string() == s.uuid)
-                        .ok_or_else(|| bad(format!("segment {} is not in the manifest", s.uuid)))?;
-                    let fragments =
-                        roaring::RoaringBitmap::deserialize_from(&s.fragments[..]).map_err(bad)?;
-                    segments.push(KnnSegment {
-                        meta: meta.clone(),
-                        fragments: Arc::new(fragments),
-                    });
-                }
-                let n_children = usize::from(m.has_prefilter) + usize::from(m.has_flat);
-                if inputs.len() != n_children {
-                    return Err(bad(format!(
-                        "KnnExec needs {n_children} inputs, got {}",
-                        inputs.len()
-                    )));
-                }
-                let mut it = inputs.iter().cloned();
-                let prefilter = if m.has_prefilter { it.next() } else { None };
-                let flat = if m.has_flat { it.next() } else { None };
-                let spec = KnnSpec {
-                    column: m.column as usize,
-                    column_name: m.column_name,
-                    query: m.query,
-                    metric: Metric::parse(&m.metric).map_err(bad)?,
-                    k: m.k as usize,
-                    nprobes: m.nprobes as usize,
-                    refine_factor: m.refine_factor as usize,
-                    ef: m.ef as usize,
-                    index: m.index,
-                };
-                Arc::new(KnnExec::new(
-                    ds,
-                    spec,
-                    segments,
-                    read,
-                    m.output.iter().map(|i| *i as usize).collect(),
-                    prefilter,
-                    flat,
-                    self.cache.clone(),
-                    Arc::new(schema),
-                ))
-            }
+            Kind::Knn(m) => search::dec_knn(m, inputs, &self.cache)?,
+            Kind::Fts(m) => search::dec_fts(m, inputs, &self.cache)?,
             Kind::Take(m) => {
                 let ds = dec_dataset(m.dataset)?;
                 let read = dec_projection(m.read, &ds)?;

@@ -5,7 +5,7 @@ use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Node {
-    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub kind: Option<node::Kind>,
 }
 pub mod node {
@@ -27,6 +27,8 @@ pub mod node {
         Count(super::IndexCount),
         #[prost(message, tag = "7")]
         Knn(super::Knn),
+        #[prost(message, tag = "8")]
+        Fts(super::Fts),
     }
 }
 
@@ -293,4 +295,37 @@ pub struct Knn {
     pub schema: Option<Schema>,
     #[prost(uint64, tag = "16")]
     pub ef: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Fts {
+    #[prost(message, optional, tag = "1")]
+    pub dataset: Option<Dataset>,
+    #[prost(uint32, tag = "2")]
+    pub column: u32,
+    #[prost(string, tag = "3")]
+    pub column_name: String,
+    #[prost(string, tag = "4")]
+    pub query: String,
+    /// "OR" or "AND".
+    #[prost(string, tag = "5")]
+    pub op: String,
+    #[prost(uint64, optional, tag = "6")]
+    pub k: Option<u64>,
+    #[prost(string, optional, tag = "7")]
+    pub index: Option<String>,
+    #[prost(message, repeated, tag = "8")]
+    pub segments: Vec<KnnSegment>,
+    #[prost(message, optional, tag = "9")]
+    pub read: Option<Projection>,
+    /// Per output column, its position among the columns read
+    /// (u32::MAX: the score).
+    #[prost(uint32, repeated, tag = "10")]
+    pub output: Vec<u32>,
+    #[prost(bool, tag = "11")]
+    pub has_prefilter: bool,
+    #[prost(bool, tag = "12")]
+    pub has_flat: bool,
+    #[prost(message, optional, tag = "13")]
+    pub schema: Option<Schema>,
 }

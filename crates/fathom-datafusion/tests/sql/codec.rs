@@ -239,3 +239,35 @@ async fn vector_search_round_trips() {
         assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 7);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_search_round_trips() {
+    let (_dir, ctx) = super::vector::setup(3000, 1000).await;
+    run_sql(&ctx, "CREATE INDEX c ON t USING INVERTED (cat)")
+        .await
+        .unwrap();
+    run_sql(&ctx, "DELETE FROM t WHERE id % 9 = 0")
+        .await
+        .unwrap();
+    run_sql(
+        &ctx,
+        "INSERT INTO t SELECT id + 5000, cat, emb FROM t WHERE id < 300",
+    )
+    .await
+    .unwrap();
+    for (filter, limit) in [("true", " LIMIT 7"), ("id % 3 = 0", "")] {
+        let sql = format!(
+            "SELECT id, _score FROM fts('t', 'cat', 'c3 c5') WHERE {filter} ORDER BY _score DESC{limit}"
+        );
+        let (plan, back) = round_trip(&ctx, &sql).await;
+        let shown = text(&plan);
+        assert!(
+            shown.contains("FtsExec") && shown.contains("index=c") && shown.contains("flat=true"),
+            "{shown}"
+        );
+        let a = collect(plan, ctx.task_ctx()).await.unwrap();
+        let b = collect(back, ctx.task_ctx()).await.unwrap();
+        assert_eq!(sorted_rows(&a), sorted_rows(&b), "{sql}");
+        assert!(a.iter().map(|b| b.num_rows()).sum::<usize>() >= 7);
+    }
+}
