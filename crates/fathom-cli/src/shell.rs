@@ -205,6 +205,21 @@ pub async fn demo(data_dir: &Path) -> Result<(), String> {
          FROM docs WHERE topic = 'topic-3' ORDER BY d LIMIT 5",
         "SELECT id, topic, l2_distance(emb, [0.5, 0.8, 0.1, 0.9, 0.3, 0.9, 0.2, 0.95]) AS d \
          FROM docs WHERE topic = 'topic-3' ORDER BY d LIMIT 5",
+        // Full-text search: an inverted index, BM25-ranked matches.
+        "DROP TABLE IF EXISTS notes",
+        "CREATE TABLE notes AS SELECT value AS id, \
+         concat_ws(' ', arrow_cast(['The', 'A', 'Every'][value % 3 + 1], 'Utf8'), \
+         arrow_cast(['quick', 'lazy', 'sleepy', 'clever'][value % 4 + 1], 'Utf8'), \
+         arrow_cast(['brown', 'grey', 'red'][value % 7 % 3 + 1], 'Utf8'), \
+         arrow_cast(['fox', 'dog', 'cat', 'owl', 'hen'][value % 5 + 1], 'Utf8'), \
+         arrow_cast(['jumps', 'runs', 'sleeps'][value % 11 % 3 + 1], 'Utf8'), \
+         'note ' || CAST(value AS VARCHAR)) AS body FROM generate_series(1, 20000)",
+        "CREATE INDEX notes_body ON notes USING INVERTED (body) WITH (with_position = true)",
+        "EXPLAIN SELECT id, body, _score FROM fts('notes', 'body', 'clever foxes jumping') \
+         ORDER BY _score DESC LIMIT 5",
+        "SELECT id, body, _score FROM fts('notes', 'body', 'clever foxes jumping') \
+         WHERE id > 10000 ORDER BY _score DESC LIMIT 5",
+        "SELECT count(*) AS phrase_hits FROM fts('notes', 'body', '\"red owl\"')",
     ];
     let dir = std::fs::canonicalize(data_dir).map_err(|e| e.to_string())?;
     let data = dir.to_str().unwrap();

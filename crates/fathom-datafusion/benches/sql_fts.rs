@@ -317,7 +317,11 @@ async fn main() {
         .iter()
         .find(|i| i.name == "body_idx")
         .unwrap();
-    let bytes = dir_bytes(&scratch.path().join(format!("fts.lance/_indices/{}", seg.uuid)));
+    let bytes = dir_bytes(
+        &scratch
+            .path()
+            .join(format!("fts.lance/_indices/{}", seg.uuid)),
+    );
 
     println!(
         "\n{:<34} {:>10} {:>12} {:>8}",
@@ -336,7 +340,14 @@ async fn main() {
                 let mut b = want[..k].to_vec();
                 a.sort();
                 b.sort();
-                (*ms, if a == b && got.len() == want.len() { "" } else { "  (results differ)" })
+                (
+                    *ms,
+                    if a == b && got.len() == want.len() {
+                        ""
+                    } else {
+                        "  (results differ)"
+                    },
+                )
             }
             None => (f64::NAN, ""),
         };
@@ -353,7 +364,10 @@ async fn main() {
     }
     println!(
         "{:<34} {:>10.2} {:>12} {:>8.2}",
-        "no index (flat): ~1% word", flat[0], "", flat[0] / time(&ctx, &sql(&qs[0]), 7).await
+        "no index (flat): ~1% word",
+        flat[0],
+        "",
+        flat[0] / time(&ctx, &sql(&qs[0]), 7).await
     );
     println!(
         "\n{:<34} {:>10} {:>12} {:>8}",

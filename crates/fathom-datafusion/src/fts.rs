@@ -5,10 +5,14 @@
 //! WHERE category = 'c3' ORDER BY _score DESC LIMIT 10;
 //! ```
 //!
-//! `fts(table, column, query [, 'OR' | 'AND'])` is table `table` with a
-//! `_score` column (BM25, Float32), holding only the rows that match
-//! `query` in `column`: any of its terms (`'OR'`, the default, as Lance's
-//! `full_text_query`) or all of them (`'AND'`). The query is analyzed as
+//! `fts(table, column, query [, 'OR' | 'AND' | 'PHRASE'])` is table
+//! `table` with a `_score` column (BM25, Float32), holding only the rows
+//! that match `query` in `column`: any of its terms (`'OR'`, the default,
+//! as Lance's `full_text_query`), all of them (`'AND'`), or the terms in
+//! order at adjacent positions (`'PHRASE'`, or a query in double quotes:
+//! `'"quick brown"'`; the index needs `with_position = true`). Scores sum
+//! BM25 over the query terms a row holds (a phrase scores as AND does,
+//! as in Lance). The query is analyzed as
 //! the column's inverted index analyzes documents (the default analyzer
 //! when the column has no index: then every row is tokenized, EXPLAIN
 //! shows `no index (flat)`). WHERE filters on the table's columns are
@@ -22,24 +26,29 @@
 
 use std::sync::Arc;
 
+use arrow_array::BooleanArray;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::ScalarValue;
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::{TableProvider, TableType, provider_as_source, source_as_provider};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{
-    Expr, LogicalPlan, Projection as LProjection, Sort, TableProviderFilterPushDown, TableScan,
+    ColumnarValue, Expr, LogicalPlan, Projection as LProjection, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Sort, TableProviderFilterPushDown, TableScan, Volatility,
 };
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use datafusion::physical_plan::ExecutionPlan;
-use fathom_index::fts::{MatchOp, is_fts};
-use fathom_table::ROW_ADDR;
+use datafusion::prelude::lit;
+use fathom_index::fts::search::Query;
+use fathom_index::fts::{Analyzer, FtsParams, MatchOp, is_fts};
+use fathom_table::format::IndexMetadata;
+use fathom_table::{Dataset, ROW_ADDR};
 use roaring::RoaringBitmap;
 
-use crate::exec::fts::{FtsExec, FtsSpec};
+use crate::exec::fts::{FtsExec, FtsSpec, text_at};
 use crate::exec::knn::KnnSegment;
 use crate::knn::{inner_scan, scan_schema, unqualified, winner_columns};
 use crate::provider::FathomTable;
@@ -68,7 +77,8 @@ impl TableFunctionImpl for FtsTableFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let usage = || {
             DataFusionError::Plan(
-                "usage: fts('<table>', '<text column>', '<query>' [, 'OR' | 'AND'])".into(),
+                "usage: fts('<table>', '<text column>', '<query>' [, 'OR' | 'AND' | 'PHRASE'])"
+                    .into(),
             )
         };
         let e = args.exprs();
@@ -80,18 +90,22 @@ impl TableFunctionImpl for FtsTableFunction {
         else {
             return Err(usage());
         };
+        // A query in double quotes is a phrase (as in Lance's query strings).
         let op = match e.get(3) {
-            None => MatchOp::Or,
-            Some(x) => match text_arg(Some(x)).map(|s| s.to_ascii_uppercase()).as_deref() {
-                Some("OR") => MatchOp::Or,
-                Some("AND") => MatchOp::And,
-                _ => {
-                    return Err(DataFusionError::Plan(format!(
-                        "fts: the operator is 'OR' or 'AND', got {x}"
-                    )));
-                }
-            },
+            None => default_op(&query),
+            Some(x) => text_arg(Some(x))
+                .and_then(|s| MatchOp::parse(&s))
+                .ok_or_else(|| {
+                    DataFusionError::Plan(format!(
+                        "fts: the operator is 'OR', 'AND' or 'PHRASE', got {x}"
+                    ))
+                })?,
         };
+        if query.matches('"').count() % 2 == 1 {
+            return Err(DataFusionError::Plan(format!(
+                "fts: unbalanced double quote in query {query:?}"
+            )));
+        }
         let state = args
             .session()
             .as_any()
@@ -108,7 +122,11 @@ impl TableFunctionImpl for FtsTableFunction {
                 "fts: table '{table}' is not a Lance dataset"
             )));
         };
-        match t.schema().field_with_name(&column).map(|f| f.data_type().clone()) {
+        match t
+            .schema()
+            .field_with_name(&column)
+            .map(|f| f.data_type().clone())
+        {
             Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {}
             Ok(other) => {
                 return Err(DataFusionError::Plan(format!(
@@ -223,112 +241,153 @@ impl TableProvider for FtsTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let t = self.table();
         let ds = t.latest().await?;
-        let schema = scan_schema(&ds);
-        let column = ds.schema().index_of(&self.column).map_err(|_| {
-            DataFusionError::Plan(format!("no text column named '{}'", self.column))
-        })?;
-        let filters = unqualified(filters)?;
         let out_cols: Vec<usize> = projection
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        let names: Vec<String> = out_cols
-            .iter()
-            .map(|i| self.schema.field(*i).name().clone())
-            .collect();
-        let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
         let out_schema = Arc::new(self.schema.project(&out_cols)?);
-
-        // The index: the inverted segments on this column (the
-        // widest-covering index if several), each assigned the current
-        // fragments it covers that no earlier one took. Segments of a
-        // dataset with stable row ids hold row ids, not addresses: such
-        // a table is searched flat.
-        let field_id = ds.manifest().schema.fields[column].id;
-        let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
-        let mut by_name: std::collections::BTreeMap<
-            String,
-            Vec<&fathom_table::format::IndexMetadata>,
-        > = Default::default();
-        if !ds.manifest().uses_stable_row_ids() {
-            for seg in &ds.manifest().indices {
-                if is_fts(seg) && seg.fields.first() == Some(&field_id) && seg.fragment_bitmap.is_some()
-                {
-                    by_name.entry(seg.name.clone()).or_default().push(seg);
-                }
-            }
-        }
-        let best = by_name.into_iter().max_by_key(|(_, segs)| {
-            let mut b = RoaringBitmap::new();
-            for s in segs {
-                b |= s.fragment_bitmap.as_ref().unwrap();
-            }
-            (b & &current).len()
-        });
-        let mut covered = RoaringBitmap::new();
-        let mut segments = vec![];
-        let index = best.as_ref().map(|(n, _)| n.clone());
-        if let Some((_, segs)) = best {
-            for s in segs {
-                let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
-                if mine.is_empty() {
-                    continue;
-                }
-                covered |= &mine;
-                segments.push(KnnSegment {
-                    meta: s.clone(),
-                    fragments: Arc::new(mine),
-                });
-            }
-        }
-        let addr = schema.index_of(ROW_ADDR)?;
-        let prefilter = if filters.is_empty() {
-            None
-        } else {
-            Some(inner_scan(t, state, &ds, &schema, &|_| true, vec![addr], &filters)?)
-        };
-        let uncovered = ds
-            .fragments()
-            .iter()
-            .any(|f| !covered.contains(f.id as u32));
-        let flat = if uncovered {
-            let c = covered.clone();
-            Some(inner_scan(
-                t,
-                state,
-                &ds,
-                &schema,
-                &move |f| !c.contains(f as u32),
-                vec![column, addr],
-                &[],
-            )?)
-        } else {
-            None
-        };
         // A LIMIT without ORDER BY may return any matching rows: the best.
         let k = match (self.k, limit) {
             (Some(k), Some(l)) => Some(k.min(l)),
             (k, l) => k.or(l),
         };
-        let spec = FtsSpec {
-            column,
-            column_name: self.column.clone(),
+        let search = Search {
+            column: self.column.clone(),
             query: self.query.clone(),
             op: self.op,
-            k,
-            index,
         };
-        Ok(Arc::new(FtsExec::new(
-            ds,
-            spec,
-            segments,
-            read,
-            output_idx,
-            prefilter,
-            flat,
-            t.index_cache().clone(),
-            out_schema,
-        )))
+        plan_fts(t, state, ds, out_schema, filters, &search, k)
     }
+}
+
+/// A full-text query on one column.
+#[derive(Debug, Clone)]
+pub struct Search {
+    pub column: String,
+    pub query: String,
+    pub op: MatchOp,
+}
+
+/// The inverted index segments on dataset column `column` to search (the
+/// widest-covering index if several), each with the current fragments it
+/// covers that no earlier one took. Segments of a dataset with stable row
+/// ids hold row ids, not addresses: none is used there (flat search).
+pub(crate) fn fts_segments(ds: &Dataset, column: usize) -> (Option<String>, Vec<KnnSegment>) {
+    let field_id = ds.manifest().schema.fields[column].id;
+    let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
+    let mut by_name: std::collections::BTreeMap<String, Vec<&IndexMetadata>> = Default::default();
+    if !ds.manifest().uses_stable_row_ids() {
+        for seg in &ds.manifest().indices {
+            if is_fts(seg) && seg.fields.first() == Some(&field_id) && seg.fragment_bitmap.is_some()
+            {
+                by_name.entry(seg.name.clone()).or_default().push(seg);
+            }
+        }
+    }
+    let best = by_name.into_iter().max_by_key(|(_, segs)| {
+        let mut b = RoaringBitmap::new();
+        for s in segs {
+            b |= s.fragment_bitmap.as_ref().unwrap();
+        }
+        (b & &current).len()
+    });
+    let mut covered = RoaringBitmap::new();
+    let mut segments = vec![];
+    let index = best.as_ref().map(|(n, _)| n.clone());
+    if let Some((_, segs)) = best {
+        for s in segs {
+            let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
+            if mine.is_empty() {
+                continue;
+            }
+            covered |= &mine;
+            segments.push(KnnSegment {
+                meta: s.clone(),
+                fragments: Arc::new(mine),
+            });
+        }
+    }
+    (index, segments)
+}
+
+/// Plans an [`FtsExec`] over Fathom table `t` (version `ds`): the rows
+/// matching `search` that pass `filters` (prefilters), best `k` (all
+/// without), as `out_schema` (table columns by name, `_score`).
+pub(crate) fn plan_fts(
+    t: &FathomTable,
+    state: &dyn Session,
+    ds: Dataset,
+    out_schema: SchemaRef,
+    filters: &[Expr],
+    search: &Search,
+    k: Option<usize>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let schema = scan_schema(&ds);
+    let column = ds
+        .schema()
+        .index_of(&search.column)
+        .map_err(|_| DataFusionError::Plan(format!("no text column named '{}'", search.column)))?;
+    let filters = unqualified(filters)?;
+    let names: Vec<String> = out_schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
+    let (index, segments) = fts_segments(&ds, column);
+    let mut covered = RoaringBitmap::new();
+    for s in &segments {
+        covered |= s.fragments.as_ref();
+    }
+    let addr = schema.index_of(ROW_ADDR)?;
+    let prefilter = if filters.is_empty() {
+        None
+    } else {
+        Some(inner_scan(
+            t,
+            state,
+            &ds,
+            &schema,
+            &|_| true,
+            vec![addr],
+            &filters,
+        )?)
+    };
+    let uncovered = ds
+        .fragments()
+        .iter()
+        .any(|f| !covered.contains(f.id as u32));
+    let flat = if uncovered {
+        Some(inner_scan(
+            t,
+            state,
+            &ds,
+            &schema,
+            &move |f| !covered.contains(f as u32),
+            vec![column, addr],
+            &[],
+        )?)
+    } else {
+        None
+    };
+    let spec = FtsSpec {
+        column,
+        column_name: search.column.clone(),
+        query: search.query.clone(),
+        op: search.op,
+        k,
+        index,
+    };
+    Ok(Arc::new(FtsExec::new(
+        ds,
+        spec,
+        segments,
+        read,
+        output_idx,
+        prefilter,
+        flat,
+        t.index_cache().clone(),
+        out_schema,
+    )))
 }
 
 /// Turns `ORDER BY _score DESC LIMIT k` over `fts(...)` into a top-k
@@ -430,4 +489,260 @@ impl OptimizerRule for FtsRule {
             None => Ok(Transformed::no(plan)),
         }
     }
+}
+
+/// `text_match(column, query [, 'OR' | 'AND' | 'PHRASE'])`: whether the
+/// text matches the query (any term, every term, or the phrase; a query in
+/// double quotes is a phrase), analyzed as the column's inverted index
+/// analyzes documents (the default analyzer without one). In WHERE over a
+/// Fathom table, a `text_match` that the other filters are ANDed with is
+/// answered by the inverted index (the rest are prefilters); anywhere
+/// else it is evaluated row by row. NULL text is NULL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TextMatchUdf {
+    signature: Signature,
+}
+
+impl Default for TextMatchUdf {
+    fn default() -> Self {
+        TextMatchUdf {
+            signature: Signature::variadic_any(Volatility::Immutable),
+        }
+    }
+}
+
+/// The name of the match function.
+pub const TEXT_MATCH: &str = "text_match";
+
+/// The scalar arguments after the text: query, operator, and the
+/// analysis parameters (JSON, added by the table provider from the index).
+fn match_args(args: &[Expr]) -> Option<(String, String, MatchOp, Option<String>)> {
+    let column = match args.first()? {
+        Expr::Column(c) => c.name.clone(),
+        _ => return None,
+    };
+    let query = text_arg(args.get(1))?;
+    let op = match args.get(2) {
+        None => default_op(&query),
+        Some(e) => MatchOp::parse(&text_arg(Some(e))?)?,
+    };
+    let params = match args.get(3) {
+        None => None,
+        Some(e) => Some(text_arg(Some(e))?),
+    };
+    Some((column, query, op, params))
+}
+
+fn default_op(query: &str) -> MatchOp {
+    if query.len() >= 2 && query.starts_with('"') && query.ends_with('"') {
+        MatchOp::Phrase
+    } else {
+        MatchOp::Or
+    }
+}
+
+fn scalar_text(name: &str, c: &ColumnarValue) -> Result<Option<String>> {
+    match c {
+        ColumnarValue::Scalar(
+            ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s),
+        ) => Ok(s.clone()),
+        _ => Err(DataFusionError::Plan(format!(
+            "text_match: the {name} must be a constant string"
+        ))),
+    }
+}
+
+impl ScalarUDFImpl for TextMatchUdf {
+    fn name(&self) -> &str {
+        TEXT_MATCH
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if !(2..=4).contains(&args.len()) {
+            return Err(DataFusionError::Plan(
+                "usage: text_match(text_column, 'query' [, 'OR' | 'AND' | 'PHRASE'])".into(),
+            ));
+        }
+        for (i, a) in args.iter().enumerate() {
+            if !matches!(
+                a,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+            ) {
+                return Err(DataFusionError::Plan(format!(
+                    "text_match: argument {} must be text, got {a}",
+                    i + 1
+                )));
+            }
+        }
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let a = &args.args;
+        let query = scalar_text("query", &a[1])?.unwrap_or_default();
+        let op = match a.get(2) {
+            None => default_op(&query),
+            Some(c) => {
+                let s = scalar_text("operator", c)?.unwrap_or_default();
+                MatchOp::parse(&s).ok_or_else(|| {
+                    DataFusionError::Plan(format!(
+                        "text_match: the operator is 'OR', 'AND' or 'PHRASE', got '{s}'"
+                    ))
+                })?
+            }
+        };
+        let params = match a.get(3) {
+            Some(c) => match scalar_text("analysis parameters", c)? {
+                Some(j) => {
+                    FtsParams::from_json(&j).map_err(|e| DataFusionError::Plan(e.to_string()))?
+                }
+                None => FtsParams::default(),
+            },
+            None => FtsParams::default(),
+        };
+        let analyzer = Analyzer::new(&params).map_err(|e| DataFusionError::Plan(e.to_string()))?;
+        let terms = Query::terms(&analyzer, &query);
+        let probe = Query {
+            phrase: if op == MatchOp::Phrase {
+                Query::phrase_of(&analyzer, &query, &terms)
+            } else {
+                vec![]
+            },
+            idf: vec![0.0; terms.len()],
+            terms,
+            op,
+            avgdl: 0.0,
+        };
+        let matches = |t: &str| -> bool {
+            if probe.terms.is_empty() {
+                return false;
+            }
+            if op == MatchOp::Phrase {
+                let (tf, _, pos) = probe.row_positions(&analyzer, t);
+                let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
+                tf.iter().all(|f| *f > 0) && probe.phrase_at(&refs)
+            } else {
+                let (tf, len) = probe.row(&analyzer, t);
+                probe.score(&tf, len).is_some()
+            }
+        };
+        match &a[0] {
+            ColumnarValue::Scalar(s) => {
+                let v = match s {
+                    ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => {
+                        s.as_deref().map(matches)
+                    }
+                    _ => None,
+                };
+                Ok(ColumnarValue::Scalar(ScalarValue::Boolean(v)))
+            }
+            ColumnarValue::Array(arr) => {
+                let out: BooleanArray = (0..arr.len())
+                    .map(|i| text_at(arr, i).map(matches))
+                    .collect();
+                Ok(ColumnarValue::Array(Arc::new(out)))
+            }
+        }
+    }
+}
+
+/// The `text_match` function.
+pub fn text_match_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(TextMatchUdf::default())
+}
+
+fn is_text_match(e: &Expr) -> Option<&[Expr]> {
+    match e {
+        Expr::ScalarFunction(f) if f.func.inner().downcast_ref::<TextMatchUdf>().is_some() => {
+            Some(&f.args)
+        }
+        _ => None,
+    }
+}
+
+/// `filters` with every `text_match` call on a column of `ds` given the
+/// analysis parameters of that column's inverted index, so that rows the
+/// index does not cover are matched as the index matches (the default
+/// analyzer without an index).
+pub(crate) async fn bind_text_match(
+    ds: &Dataset,
+    cache: &fathom_index::IndexCache,
+    filters: &[Expr],
+) -> Result<Vec<Expr>> {
+    // The parameters of each column named by a text_match.
+    let mut params: std::collections::HashMap<String, String> = Default::default();
+    for f in filters {
+        let mut columns = vec![];
+        f.apply(|e| {
+            if let Some((column, _, _, None)) = is_text_match(e).and_then(match_args) {
+                columns.push(column);
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+        for column in columns {
+            if params.contains_key(&column) {
+                continue;
+            }
+            let Ok(c) = ds.schema().index_of(&column) else {
+                continue;
+            };
+            let json = match fts_segments(ds, c).1.first() {
+                Some(s) => {
+                    fathom_index::fts::FtsSegment::load(ds.store(), ds.root(), &s.meta, cache)
+                        .await
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?
+                        .params
+                        .to_json()
+                }
+                None => FtsParams::default().to_json(),
+            };
+            params.insert(column, json);
+        }
+    }
+    if params.is_empty() {
+        return Ok(filters.to_vec());
+    }
+    filters
+        .iter()
+        .map(|f| {
+            Ok(f.clone()
+                .transform(|e| {
+                    let Some((column, query, op, None)) = is_text_match(&e).and_then(match_args)
+                    else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let Some(json) = params.get(&column) else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let Expr::ScalarFunction(f) = &e else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let mut call = f.clone();
+                    call.args = vec![
+                        f.args[0].clone(),
+                        lit(query),
+                        lit(op.name()),
+                        lit(json.clone()),
+                    ];
+                    Ok(Transformed::yes(Expr::ScalarFunction(call)))
+                })?
+                .data)
+        })
+        .collect()
+}
+
+/// The `text_match` an index can answer for these filters: a top-level
+/// conjunct on a column with an inverted index (the others become its
+/// prefilters).
+pub(crate) fn routed_match(ds: &Dataset, filters: &[Expr]) -> Option<(usize, Search)> {
+    filters.iter().enumerate().find_map(|(i, f)| {
+        let (column, query, op, _) = match_args(is_text_match(f)?)?;
+        let c = ds.schema().index_of(&column).ok()?;
+        let (_, segs) = fts_segments(ds, c);
+        (!segs.is_empty()).then_some((i, Search { column, query, op }))
+    })
 }

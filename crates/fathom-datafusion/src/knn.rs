@@ -299,7 +299,10 @@ pub(crate) fn winner_columns(
     schema: &SchemaRef,
     names: &[String],
 ) -> Result<(fathom_table::scan::Projection, Vec<usize>)> {
-    let wanted: BTreeSet<usize> = names.iter().filter_map(|n| schema.index_of(n).ok()).collect();
+    let wanted: BTreeSet<usize> = names
+        .iter()
+        .filter_map(|n| schema.index_of(n).ok())
+        .collect();
     let read = projection_of(ds, schema, &wanted)?;
     let order: Vec<usize> = wanted.iter().copied().collect();
     let output_idx = names

@@ -104,6 +104,7 @@ pub fn add_vector_search(ctx: &SessionContext) {
     for f in udf::distance_udfs() {
         ctx.register_udf(f);
     }
+    ctx.register_udf(fts::text_match_udf());
     let state = ctx.state_ref();
     let mut state = state.write();
     let options = state.config_mut().options_mut();

@@ -366,7 +366,15 @@ impl TableProvider for FathomTable {
         let output = projection
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        self.plan_exec(state, &ds, output, filters.to_vec(), limit)
+        let filters = crate::fts::bind_text_match(&ds, &self.index_cache, filters).await?;
+        // A text_match the other filters are ANDed with: an index search.
+        if let Some((i, search)) = crate::fts::routed_match(&ds, &filters) {
+            let mut rest = filters;
+            rest.remove(i);
+            let out_schema = Arc::new(self.schema.project(&output)?);
+            return crate::fts::plan_fts(self, state, ds, out_schema, &rest, &search, limit);
+        }
+        self.plan_exec(state, &ds, output, filters, limit)
     }
 
     async fn insert_into(

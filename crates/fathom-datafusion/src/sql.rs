@@ -28,8 +28,8 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType, ObjectType, St
 use fathom_index::fts::FtsParams;
 use fathom_index::vector::{VectorKind, VectorParams};
 use fathom_index::{
-    IndexKind, create_fts_index, create_index, create_vector_index, drop_index, extend_index, list_indexes,
-    rebuild_index,
+    IndexKind, create_fts_index, create_index, create_vector_index, drop_index, extend_index,
+    list_indexes, rebuild_index,
 };
 
 use crate::catalog::DirectorySchema;

@@ -16,6 +16,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod fts;
 pub mod io;
 pub mod kind;
 pub mod kinds;
@@ -24,14 +25,13 @@ pub mod pages;
 pub mod query;
 pub mod rowaddr_map;
 pub mod segment;
-pub mod fts;
 pub mod vector;
 
 pub use cache::IndexCache;
 pub use error::{Error, Result};
 pub use kind::{Groups, IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
 pub use lifecycle::{
-    IndexInfo, create_fts_index, create_index, create_vector_index, drop_index, extend_index, list_indexes,
-    rebuild_index,
+    IndexInfo, create_fts_index, create_index, create_vector_index, drop_index, extend_index,
+    list_indexes, rebuild_index,
 };
 pub use query::{Exactness, RankedResult, ScalarQuery, SearchResult};

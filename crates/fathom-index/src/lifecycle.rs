@@ -98,7 +98,12 @@ pub(crate) fn segment_metadata(
         name: name.to_string(),
         fields: vec![field_id],
         dataset_version: ds.version(),
-        fragment_bitmap: Some(fragments.iter().map(|f| *f as u32).collect::<RoaringBitmap>()),
+        fragment_bitmap: Some(
+            fragments
+                .iter()
+                .map(|f| *f as u32)
+                .collect::<RoaringBitmap>(),
+        ),
         index_details: Some(details),
         index_version: Some(version),
         created_at_ms: Some(
@@ -200,10 +205,12 @@ pub async fn create_fts_index(
 
 /// The analysis parameters of inverted segment `seg`.
 async fn fts_params_of(ds: &Dataset, seg: &IndexMetadata) -> Result<FtsParams> {
-    Ok(FtsSegment::load(ds.store(), ds.root(), seg, &Default::default())
-        .await?
-        .params
-        .clone())
+    Ok(
+        FtsSegment::load(ds.store(), ds.root(), seg, &Default::default())
+            .await?
+            .params
+            .clone(),
+    )
 }
 
 /// Parameters that rebuild a vector segment like `seg` (same kind,

@@ -51,7 +51,10 @@ fn dec_segments(ds: &Dataset, segs: Vec<wire::KnnSegment>) -> Result<Vec<KnnSegm
         .collect()
 }
 
-type Children = (Option<Arc<dyn ExecutionPlan>>, Option<Arc<dyn ExecutionPlan>>);
+type Children = (
+    Option<Arc<dyn ExecutionPlan>>,
+    Option<Arc<dyn ExecutionPlan>>,
+);
 
 fn children(
     node: &str,
@@ -104,11 +107,7 @@ pub(super) fn encode(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Kind>> {
             column: s.column as u32,
             column_name: s.column_name.clone(),
             query: s.query.clone(),
-            op: match s.op {
-                MatchOp::Or => "OR",
-                MatchOp::And => "AND",
-            }
-            .to_string(),
+            op: s.op.name().to_string(),
             k: s.k.map(|k| k as u64),
             index: s.index.clone(),
             segments: enc_segments(n.segments())?,
@@ -170,11 +169,8 @@ pub(super) fn dec_fts(
     let schema: Schema = required(m.schema.as_ref(), "fts schema")?.try_into()?;
     let segments = dec_segments(&ds, m.segments)?;
     let (prefilter, flat) = children("FtsExec", inputs, m.has_prefilter, m.has_flat)?;
-    let op = match m.op.as_str() {
-        "OR" => MatchOp::Or,
-        "AND" => MatchOp::And,
-        o => return Err(bad(format!("unknown full-text operator '{o}'"))),
-    };
+    let op = MatchOp::parse(&m.op)
+        .ok_or_else(|| bad(format!("unknown full-text operator '{}'", m.op)))?;
     let spec = FtsSpec {
         column: m.column as usize,
         column_name: m.column_name,

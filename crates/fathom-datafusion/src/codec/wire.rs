@@ -307,7 +307,7 @@ pub struct Fts {
     pub column_name: String,
     #[prost(string, tag = "4")]
     pub query: String,
-    /// "OR" or "AND".
+    /// "OR", "AND" or "PHRASE".
     #[prost(string, tag = "5")]
     pub op: String,
     #[prost(uint64, optional, tag = "6")]

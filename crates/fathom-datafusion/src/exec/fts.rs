@@ -32,7 +32,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect,
@@ -144,10 +146,7 @@ impl DisplayAs for FtsExec {
             "FtsExec: column={}, query={:?}, op={}, k={}",
             s.column_name,
             s.query,
-            match s.op {
-                MatchOp::Or => "OR",
-                MatchOp::And => "AND",
-            },
+            s.op.name(),
             s.k.map_or("all".to_string(), |k| k.to_string())
         )?;
         match &s.index {
@@ -315,6 +314,10 @@ impl FtsRun {
             }
         };
         let terms = Query::terms(analyzer, &self.spec.query);
+        let phrase = match self.spec.op {
+            MatchOp::Phrase => Query::phrase_of(analyzer, &self.spec.query, &terms),
+            _ => vec![],
+        };
 
         // Rows the WHERE filters allow (all rows without filters).
         let allow: Option<RowSet> = match &self.prefilter {
@@ -340,6 +343,7 @@ impl FtsRun {
                 op: self.spec.op,
                 idf: vec![0.0; terms.len()],
                 avgdl: 0.0,
+                phrase: phrase.clone(),
             };
             for b in collect(flat.clone(), ctx.clone()).await? {
                 c.flat.add(b.num_rows());
@@ -347,9 +351,17 @@ impl FtsRun {
                 let addrs = b.column(1).as_primitive::<UInt64Type>();
                 for i in 0..b.num_rows() {
                     let Some(t) = text_at(text, i) else { continue };
-                    let (tf, len) = probe.row(analyzer, t);
+                    let (tf, len, holds) = if self.spec.op == MatchOp::Phrase {
+                        let (tf, len, pos) = probe.row_positions(analyzer, t);
+                        let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
+                        let holds = tf.iter().all(|f| *f > 0) && probe.phrase_at(&refs);
+                        (tf, len, holds)
+                    } else {
+                        let (tf, len) = probe.row(analyzer, t);
+                        (tf, len, true)
+                    };
                     corpus.add_row(&terms, &tf, len);
-                    if tf.iter().any(|f| *f > 0) {
+                    if holds && tf.iter().any(|f| *f > 0) {
                         hits.push(FlatHit {
                             addr: addrs.value(i),
                             tf,
@@ -369,7 +381,8 @@ impl FtsRun {
                 *corpus.df.entry(t.clone()).or_default() += n;
             }
         }
-        let q = Query::new(terms, self.spec.op, &corpus);
+        let mut q = Query::new(terms, self.spec.op, &corpus);
+        q.phrase = phrase;
         let mut top = TopK::new(self.spec.k);
         if !q.terms.is_empty() {
             if !segs.is_empty() {
@@ -426,10 +439,7 @@ impl FtsRun {
         }
         let winners = top.into_sorted();
         let addrs: Vec<u64> = winners.iter().map(|w| w.addr).collect();
-        let b = ds
-            .take_addresses(&addrs, &self.read)
-            .await
-            .map_err(to_df)?;
+        let b = ds.take_addresses(&addrs, &self.read).await.map_err(to_df)?;
         if b.num_rows() != winners.len() {
             return Err(DataFusionError::Internal(format!(
                 "full-text search: {} rows found, {} read",

@@ -81,13 +81,33 @@ fn batch(ids: &[i64], bodies: &[Option<String>]) -> RecordBatch {
     .unwrap()
 }
 
-/// The oracle's tokenizer: words of letters, lower-cased, stop words out.
-fn tokens(s: &str) -> Vec<String> {
+/// The oracle's tokenizer: words of letters, lower-cased, with their
+/// positions, stop words out (their positions still count).
+fn tokens_at(s: &str) -> Vec<(String, u32)> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(|w| w.to_lowercase())
-        .filter(|w| !["the", "of", "and"].contains(&w.as_str()))
+        .enumerate()
+        .filter(|(_, w)| !["the", "of", "and"].contains(&w.as_str()))
+        .map(|(i, w)| (w, i as u32))
         .collect()
+}
+
+fn tokens(s: &str) -> Vec<String> {
+    tokens_at(s).into_iter().map(|(w, _)| w).collect()
+}
+
+/// Whether `doc` holds `phrase` (tokens with positions) at some offset.
+fn holds_phrase(doc: &[(String, u32)], phrase: &[(String, u32)]) -> bool {
+    let Some((w0, p0)) = phrase.first() else {
+        return true;
+    };
+    doc.iter().filter(|(w, _)| w == w0).any(|(_, s)| {
+        *s >= *p0
+            && phrase
+                .iter()
+                .all(|(w, p)| doc.iter().any(|(x, q)| x == w && *q == s - p0 + p))
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +143,19 @@ impl Model {
     /// (id, score) of every live row matching `query` (all terms when
     /// `and`) that `keep` accepts, best first, ties by id.
     fn search(&self, query: &str, and: bool, keep: &dyn Fn(&Row) -> bool) -> Vec<(i64, f64)> {
+        self.search_as(query, and, false, keep)
+    }
+
+    /// As `search`; `phrase`: the query's tokens in order, adjacent.
+    fn search_as(
+        &self,
+        query: &str,
+        and: bool,
+        phrase: bool,
+        keep: &dyn Fn(&Row) -> bool,
+    ) -> Vec<(i64, f64)> {
+        let and = and || phrase;
+        let qpos = tokens_at(query);
         let mut terms: Vec<String> = vec![];
         for t in tokens(query) {
             if !terms.contains(&t) {
@@ -154,6 +187,9 @@ impl Model {
                 .collect();
             let hits = tf.iter().filter(|f| **f > 0).count();
             if hits == 0 || (and && hits < terms.len()) {
+                continue;
+            }
+            if phrase && !holds_phrase(&tokens_at(r.body.as_deref().unwrap_or("")), &qpos) {
                 continue;
             }
             let s: f64 = tf
@@ -231,7 +267,11 @@ fn same(got: &[(i64, f32)], want: &[(i64, f64)], k: Option<usize>, what: &str) {
     }
 }
 
-async fn setup(rows: usize, frag_rows: usize, seed: u64) -> (tempfile::TempDir, SessionContext, Model) {
+async fn setup(
+    rows: usize,
+    frag_rows: usize,
+    seed: u64,
+) -> (tempfile::TempDir, SessionContext, Model) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -254,9 +294,7 @@ async fn setup(rows: usize, frag_rows: usize, seed: u64) -> (tempfile::TempDir, 
         with_row_addr: true,
         ..Default::default()
     };
-    register_dataset(&ctx, "t", &uri, options)
-        .await
-        .unwrap();
+    register_dataset(&ctx, "t", &uri, options).await.unwrap();
     let mut m = Model {
         rows: ids
             .iter()
@@ -291,9 +329,12 @@ async fn equals_brute_force_through_changes() {
         let (_dir, ctx, mut m) = setup(rows, frag_rows, seed as u64).await;
         let mut rng = rand::rngs::StdRng::seed_from_u64(100 + seed as u64);
         let vocab = vocabulary();
-        run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
-            .await
-            .unwrap();
+        run_sql(
+            &ctx,
+            "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
+        )
+        .await
+        .unwrap();
         for r in m.rows.iter_mut() {
             r.indexed = true;
         }
@@ -350,6 +391,46 @@ async fn equals_brute_force_through_changes() {
                     .await;
                     same(&top, &want, Some(k), &format!("{what} k {k}"));
                 }
+                // A phrase: 2 or 3 adjacent words of a live row.
+                let live: Vec<&Row> = m
+                    .rows
+                    .iter()
+                    .filter(|r| r.live && r.body.as_ref().is_some_and(|b| tokens(b).len() >= 3))
+                    .collect();
+                let r = live[rng.random_range(0..live.len())];
+                let words: Vec<&str> = r
+                    .body
+                    .as_ref()
+                    .unwrap()
+                    .split([' ', ','])
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                let n = rng.random_range(2..=3).min(words.len());
+                let at = rng.random_range(0..=words.len() - n);
+                let q = words[at..at + n].join(" ");
+                let want = m.search_as(&q, false, true, keep);
+                assert!(
+                    !want.is_empty() || !keep(r),
+                    "phrase '{q}' from row {}",
+                    r.id
+                );
+                let what = format!("seed {seed} after {log:?}: phrase '{q}' WHERE {filter}");
+                for sql in [
+                    format!(
+                        "SELECT id, _score FROM fts('t', 'body', '\"{q}\"') WHERE {filter} ORDER BY _score DESC, id"
+                    ),
+                    format!(
+                        "SELECT id, _score FROM fts('t', 'body', '{q}', 'phrase') WHERE {filter} ORDER BY _score DESC, id"
+                    ),
+                ] {
+                    same(&scored(&ctx, &sql).await, &want, None, &what);
+                }
+                let top = scored(
+                    &ctx,
+                    &format!("SELECT id, _score FROM fts('t', 'body', '\"{q}\"') WHERE {filter} ORDER BY _score DESC LIMIT 3"),
+                )
+                .await;
+                same(&top, &want, Some(3), &what);
             }
             if step == 7 {
                 break;
@@ -453,7 +534,8 @@ async fn flat_without_index_and_errors() {
     let (_dir, ctx, m) = setup(500, 200, 7).await;
     let q = "bab dok gum";
     let want = m.search(q, false, &|_| true);
-    let sql = format!("SELECT id, _score FROM fts('t', 'body', '{q}') ORDER BY _score DESC LIMIT 10");
+    let sql =
+        format!("SELECT id, _score FROM fts('t', 'body', '{q}') ORDER BY _score DESC LIMIT 10");
     same(&scored(&ctx, &sql).await, &want, Some(10), "flat");
     let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
     assert!(plan.contains("no index (flat)"), "{plan}");
@@ -463,11 +545,18 @@ async fn flat_without_index_and_errors() {
     same(&scored(&ctx, &sql).await, &want, Some(10), "indexed");
 
     for (bad, msg) in [
-        ("SELECT * FROM fts('t', 'nope', 'x')", "no column named 'nope'"),
+        (
+            "SELECT * FROM fts('t', 'nope', 'x')",
+            "no column named 'nope'",
+        ),
         ("SELECT * FROM fts('t', 'id', 'x')", "not text"),
         ("SELECT * FROM fts('nope', 'body', 'x')", "nope"),
         ("SELECT * FROM fts('t', 'body')", "usage"),
-        ("SELECT * FROM fts('t', 'body', 'x', 'XOR')", "'OR' or 'AND'"),
+        (
+            "SELECT * FROM fts('t', 'body', 'x', 'XOR')",
+            "'OR', 'AND' or 'PHRASE'",
+        ),
+        ("SELECT * FROM fts('t', 'body', '\"bab dok')", "unbalanced"),
     ] {
         let e = match ctx.sql(bad).await {
             Ok(df) => df.collect().await.map(|_| ()).unwrap_err(),
@@ -475,6 +564,15 @@ async fn flat_without_index_and_errors() {
         };
         assert!(e.to_string().contains(msg), "{bad}: {e}");
     }
+    // A phrase needs positions, which this index was built without.
+    let e = ctx
+        .sql("SELECT * FROM fts('t', 'body', '\"bab dok\"')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("with_position = true"), "{e}");
     for bad in [
         "CREATE INDEX i ON t USING INVERTED (id)",
         "CREATE INDEX i ON t USING INVERTED (body) WITH (base_tokenizer = 'icu')",
@@ -503,20 +601,29 @@ async fn golden_scores_equal_pylance() {
     register_dataset(&ctx, "t", &uri, TableOptions::default())
         .await
         .unwrap();
-    let golden: [(&str, &[(i64, f32)]); 7] = [
+    let golden: [(&str, &[(i64, f32)]); 10] = [
         ("quick", &[(2, 0.5862932), (0, 0.5077718)]),
         ("fox", &[(0, 0.5077718), (2, 0.4091399)]),
         ("quick fox", &[(0, 1.0155436), (2, 0.9954331)]),
-        ("brown dog", &[(0, 1.0596459), (1, 0.5077718), (2, 0.4091399)]),
+        (
+            "brown dog",
+            &[(0, 1.0596459), (1, 0.5077718), (2, 0.4091399)],
+        ),
         ("jumps", &[(2, 0.8538153)]),
         ("LAZY", &[(1, 1.0596459)]),
         ("the over", &[]),
+        ("\"quick brown\"", &[(0, 1.56742)]),
+        ("\"quick fox\"", &[]),
+        ("\"brown quick\"", &[]),
     ];
     for indexed in [false, true] {
         if indexed {
-            run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)")
-                .await
-                .unwrap();
+            run_sql(
+                &ctx,
+                "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
+            )
+            .await
+            .unwrap();
         }
         for (q, want) in golden {
             let got = scored(
@@ -526,7 +633,10 @@ async fn golden_scores_equal_pylance() {
             .await;
             assert_eq!(got.len(), want.len(), "{q} (indexed {indexed}): {got:?}");
             for (g, w) in got.iter().zip(want) {
-                assert!(g.0 == w.0 && (g.1 - w.1).abs() < 1e-5, "{q} (indexed {indexed}): {got:?}");
+                assert!(
+                    g.0 == w.0 && (g.1 - w.1).abs() < 1e-5,
+                    "{q} (indexed {indexed}): {got:?}"
+                );
             }
         }
     }

@@ -81,8 +81,9 @@ fn pylance_search(py_: &str, dir: &str, k: usize, qs: &[(String, &str)]) -> Thei
 }
 
 async fn ours(ctx: &SessionContext, q: &str, op: &str, k: usize) -> Hits {
-    let sql =
-        format!("SELECT id, _score FROM fts('t', 'body', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}");
+    let sql = format!(
+        "SELECT id, _score FROM fts('t', 'body', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}"
+    );
     let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
     b.iter()
         .flat_map(|b| {
@@ -121,9 +122,9 @@ fn queries() -> Vec<(String, &'static str)> {
     let vocab: Vec<String> = "bdfgkmpvz"
         .chars()
         .flat_map(|a| {
-            "aou".chars().flat_map(move |b| {
-                "bdgkmpz".chars().map(move |c| format!("{a}{b}{c}"))
-            })
+            "aou"
+                .chars()
+                .flat_map(move |b| "bdgkmpz".chars().map(move |c| format!("{a}{b}{c}")))
         })
         .collect();
     // A frequent word, a rare one, pairs and triples, upper case, a word
@@ -142,9 +143,14 @@ fn queries() -> Vec<(String, &'static str)> {
 
 async fn session(dir: &str) -> SessionContext {
     let ctx = new_session(None).unwrap();
-    register_dataset(&ctx, "t", &format!("{dir}/t.lance"), TableOptions::default())
-        .await
-        .unwrap();
+    register_dataset(
+        &ctx,
+        "t",
+        &format!("{dir}/t.lance"),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
     ctx
 }
 
@@ -175,7 +181,11 @@ async fn inverted_indexes_both_ways() {
         assert!(plan.contains("index=body_idx"), "{plan}");
         for ((q, op), want) in qs.iter().zip(&t.results) {
             let got = ours(&ctx, q, op, k).await;
-            same(&got, want, &format!("pylance's index, '{q}' {op}, positions {with_position}"));
+            same(
+                &got,
+                want,
+                &format!("pylance's index, '{q}' {op}, positions {with_position}"),
+            );
         }
 
         // Ours, searched by pylance.

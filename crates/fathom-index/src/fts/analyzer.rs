@@ -492,7 +492,10 @@ pub fn fold(s: &str) -> String {
             continue;
         }
         let mut decomposed = c.to_string().nfkd().collect::<Vec<char>>();
-        if decomposed.first().is_some_and(|b| b.is_ascii_alphanumeric()) {
+        if decomposed
+            .first()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        {
             decomposed.retain(|d| d.is_ascii());
             out.extend(decomposed);
         } else {
@@ -519,15 +522,18 @@ mod tests {
             toks("quick quick dog jumping over the fox"),
             ["quick", "quick", "dog", "jump", "fox"]
         );
-        assert_eq!(toks("Café naïve CAFE apples"), ["cafe", "naiv", "cafe", "appl"]);
+        assert_eq!(
+            toks("Café naïve CAFE apples"),
+            ["cafe", "naiv", "cafe", "appl"]
+        );
         assert_eq!(toks("fox 3"), ["fox", "3"]);
         assert!(toks("the over the the").is_empty());
         assert!(toks("having").is_empty());
         let long = "x".repeat(40);
-        assert_eq!(toks(&format!("{long} ok {}", "y".repeat(39))), [
-            "ok".to_string(),
-            "y".repeat(39)
-        ]);
+        assert_eq!(
+            toks(&format!("{long} ok {}", "y".repeat(39))),
+            ["ok".to_string(), "y".repeat(39)]
+        );
     }
 
     #[test]
@@ -555,8 +561,9 @@ mod tests {
         );
         assert_eq!(FtsParams::from_json(&p.to_json()).unwrap(), p);
         let o = |k: &str, v: &str| (k.to_string(), v.to_string());
-        let q = FtsParams::from_options(&[o("base_tokenizer", "ngram"), o("max_ngram_length", "4")])
-            .unwrap();
+        let q =
+            FtsParams::from_options(&[o("base_tokenizer", "ngram"), o("max_ngram_length", "4")])
+                .unwrap();
         assert!(!q.stem && !q.remove_stop_words);
         assert_eq!(FtsParams::from_json(&q.to_json()).unwrap(), q);
         let a = Analyzer::new(&q).unwrap();

@@ -227,9 +227,15 @@ async fn write_metadata(dir: &SegmentDir, params: &FtsParams, parts: &[u64]) -> 
         .map_err(|e| Error::InvalidInput(e.to_string()))?;
     let mut b = BinaryBuilder::new();
     b.append_value(&empty);
-    let batch = batch(vec![("deleted_fragments", Arc::new(b.finish()) as ArrayRef)])?;
+    let batch = batch(vec![(
+        "deleted_fragments",
+        Arc::new(b.finish()) as ArrayRef,
+    )])?;
     let mut meta = vec![
-        ("partitions", serde_json::to_string(parts).unwrap_or_default()),
+        (
+            "partitions",
+            serde_json::to_string(parts).unwrap_or_default(),
+        ),
         ("params", params.to_json()),
         ("token_set_format", "fst".to_string()),
     ];
@@ -275,13 +281,19 @@ async fn write_partition(
             "_token_next_id",
             Arc::new(UInt32Array::from(vec![b.tokens.len() as u32])),
         ),
-        ("_token_total_length", Arc::new(UInt64Array::from(vec![total_len]))),
+        (
+            "_token_total_length",
+            Arc::new(UInt64Array::from(vec![total_len])),
+        ),
     ])?;
     let tokens = dir.write(&tokens_file(part), &tokens, &[], vec![]).await?;
 
     let total_tokens: u64 = b.lens.iter().map(|l| *l as u64).sum();
     let docs = batch(vec![
-        ("_rowid", Arc::new(UInt64Array::from(b.rowaddrs.clone())) as ArrayRef),
+        (
+            "_rowid",
+            Arc::new(UInt64Array::from(b.rowaddrs.clone())) as ArrayRef,
+        ),
         ("_num_tokens", Arc::new(UInt32Array::from(b.lens.clone()))),
     ])?;
     let docs = dir
@@ -354,7 +366,10 @@ async fn write_partition(
         )) as ArrayRef
     };
     let mut columns = vec![
-        ("_posting", list_of_binary(&mut encoded.iter().map(|e| &e.0))),
+        (
+            "_posting",
+            list_of_binary(&mut encoded.iter().map(|e| &e.0)),
+        ),
         (
             "_max_score",
             Arc::new(Float32Array::from_iter_values(encoded.iter().map(|e| e.1))) as ArrayRef,
@@ -365,7 +380,10 @@ async fn write_partition(
                 b.postings.iter().map(|p| p.docs.len() as u32),
             )),
         ),
-        ("_impacts", list_of_binary(&mut encoded.iter().map(|e| &e.2))),
+        (
+            "_impacts",
+            list_of_binary(&mut encoded.iter().map(|e| &e.2)),
+        ),
     ];
     if params.with_position {
         let pos: Vec<&[u8]> = encoded
@@ -397,7 +415,12 @@ async fn write_partition(
     }
     let invert = batch(columns)?;
     let invert = dir
-        .write(&invert_file(part), &invert, &format_metadata(params), vec![])
+        .write(
+            &invert_file(part),
+            &invert,
+            &format_metadata(params),
+            vec![],
+        )
         .await?;
     Ok(vec![tokens, docs, invert])
 }

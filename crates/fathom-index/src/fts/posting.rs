@@ -122,7 +122,12 @@ pub fn block_header(block: &[u8], full: bool) -> Result<(f32, u32)> {
 
 /// Decodes a block of `n` documents (`n` = 128 for a full block) into
 /// `docs` and `freqs` (cleared first).
-pub fn decode_block(block: &[u8], n: usize, docs: &mut Vec<u32>, freqs: &mut Vec<u32>) -> Result<()> {
+pub fn decode_block(
+    block: &[u8],
+    n: usize,
+    docs: &mut Vec<u32>,
+    freqs: &mut Vec<u32>,
+) -> Result<()> {
     docs.clear();
     freqs.clear();
     if n == BLOCK {
@@ -305,10 +310,10 @@ mod tests {
         encode_block(&[0, 2], &[1, 2], 0.586_293_2, &mut b);
         assert_eq!(hex(&b), "5017163f00020102");
         let imp = encode_impacts(&[0, 2], &[1, 2], &[3, 5]);
-        assert_eq!(imp.iter().map(|e| hex(e)).collect::<Vec<_>>(), [
-            "020201030102",
-            "020201030102"
-        ]);
+        assert_eq!(
+            imp.iter().map(|e| hex(e)).collect::<Vec<_>>(),
+            ["020201030102", "020201030102"]
+        );
         let (mut d, mut f) = (vec![], vec![]);
         decode_block(&b, 2, &mut d, &mut f).unwrap();
         assert_eq!((d, f), (vec![0, 2], vec![1, 2]));
@@ -325,7 +330,16 @@ mod tests {
 
     #[test]
     fn norms_match_lucene() {
-        for (len, n) in [(3, 3), (7, 7), (18, 17), (21, 18), (36, 25), (64, 32), (117, 38), (130, 40)] {
+        for (len, n) in [
+            (3, 3),
+            (7, 7),
+            (18, 17),
+            (21, 18),
+            (36, 25),
+            (64, 32),
+            (117, 38),
+            (130, 40),
+        ] {
             assert_eq!(norm(len), n, "{len}");
         }
     }
@@ -341,13 +355,18 @@ mod tests {
         decode_block(&b, BLOCK, &mut d, &mut f).unwrap();
         assert_eq!((d, f), (docs, freqs));
         assert!(decode_block(&b[..20], BLOCK, &mut vec![], &mut vec![]).is_err());
-        let pos: Vec<Vec<u32>> = (0..300).map(|i| (0..(i % 4 + 1)).map(|j| j * 3 + i % 2).collect()).collect();
+        let pos: Vec<Vec<u32>> = (0..300)
+            .map(|i| (0..(i % 4 + 1)).map(|j| j * 3 + i % 2).collect())
+            .collect();
         let (bytes, offs) = encode_positions(&pos);
         assert_eq!(offs.len(), 3);
         for (bi, chunk) in pos.chunks(BLOCK).enumerate() {
             let end = offs.get(bi + 1).map_or(bytes.len(), |e| *e as usize);
             let freqs: Vec<u32> = chunk.iter().map(|p| p.len() as u32).collect();
-            assert_eq!(decode_positions(&bytes[offs[bi] as usize..end], &freqs).unwrap(), chunk);
+            assert_eq!(
+                decode_positions(&bytes[offs[bi] as usize..end], &freqs).unwrap(),
+                chunk
+            );
         }
     }
 }

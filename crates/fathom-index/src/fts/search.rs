@@ -23,6 +23,35 @@ pub enum MatchOp {
     Or,
     /// A row matches when it holds every term.
     And,
+    /// A row matches when it holds the terms at the query's relative
+    /// positions (needs positions: `with_position` on the index). Scored
+    /// as `And`, as Lance scores a phrase.
+    Phrase,
+}
+
+impl MatchOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            MatchOp::Or => "OR",
+            MatchOp::And => "AND",
+            MatchOp::Phrase => "PHRASE",
+        }
+    }
+
+    /// `OR`, `AND` or `PHRASE` (any case).
+    pub fn parse(s: &str) -> Option<MatchOp> {
+        match s.to_ascii_uppercase().as_str() {
+            "OR" => Some(MatchOp::Or),
+            "AND" => Some(MatchOp::And),
+            "PHRASE" => Some(MatchOp::Phrase),
+            _ => None,
+        }
+    }
+
+    /// Whether a row must hold every term.
+    pub fn all_terms(&self) -> bool {
+        !matches!(self, MatchOp::Or)
+    }
 }
 
 /// Corpus statistics of a table version: documents (rows with at least
@@ -80,6 +109,10 @@ pub struct Query {
     pub op: MatchOp,
     pub idf: Vec<f32>,
     pub avgdl: f32,
+    /// Phrase queries: each query token's term and its position relative
+    /// to the first token (stop words removed from the phrase still
+    /// count, as in the documents' positions).
+    pub phrase: Vec<(usize, u32)>,
 }
 
 impl Query {
@@ -101,13 +134,55 @@ impl Query {
             op,
             idf,
             avgdl: corpus.avgdl(),
+            phrase: vec![],
         }
+    }
+
+    /// The phrase layout of `text` over `terms` (see [`Query::phrase`]).
+    pub fn phrase_of(analyzer: &Analyzer, text: &str, terms: &[String]) -> Vec<(usize, u32)> {
+        let mut out = vec![];
+        let mut first = None;
+        analyzer.analyze(text, |t, pos| {
+            let p0 = *first.get_or_insert(pos);
+            if let Some(i) = terms.iter().position(|q| q == t) {
+                out.push((i, pos - p0));
+            }
+        });
+        out
+    }
+
+    /// Whether a row whose term `i` is at positions `pos[i]` (ascending)
+    /// holds the phrase.
+    pub fn phrase_at(&self, pos: &[&[u32]]) -> bool {
+        let Some(&(t0, off0)) = self.phrase.first() else {
+            return true;
+        };
+        pos[t0].iter().any(|&s| {
+            s >= off0
+                && self.phrase[1..]
+                    .iter()
+                    .all(|&(t, off)| pos[t].binary_search(&(s - off0 + off)).is_ok())
+        })
+    }
+
+    /// Frequencies, length and positions of the terms in `text`.
+    pub fn row_positions(&self, analyzer: &Analyzer, text: &str) -> (Vec<u32>, u32, Vec<Vec<u32>>) {
+        let mut pos = vec![Vec::new(); self.terms.len()];
+        let mut len = 0u32;
+        analyzer.analyze(text, |t, p| {
+            len += 1;
+            if let Some(i) = self.terms.iter().position(|q| q == t) {
+                pos[i].push(p);
+            }
+        });
+        let tf = pos.iter().map(|p| p.len() as u32).collect();
+        (tf, len, pos)
     }
 
     /// Score of a row from the frequency of each term (in `terms` order).
     pub fn score(&self, tf: &[u32], len: u32) -> Option<f32> {
         let hits = tf.iter().filter(|f| **f > 0).count();
-        if hits == 0 || (self.op == MatchOp::And && hits < tf.len()) {
+        if hits == 0 || (self.op.all_terms() && hits < tf.len()) {
             return None;
         }
         let mut s = 0f32;
@@ -239,6 +314,8 @@ struct Cursor {
     freqs: Vec<u32>,
     pos: usize,
     doc: u32,
+    /// Positions of the decoded block's documents (phrase queries).
+    positions: Option<(usize, Vec<Vec<u32>>)>,
 }
 
 const END: u32 = u32::MAX;
@@ -246,7 +323,8 @@ const END: u32 = u32::MAX;
 impl Cursor {
     fn ensure(&mut self, stats: &mut SearchStats) -> Result<()> {
         if self.decoded != Some(self.block) {
-            self.list.decode(self.block, &mut self.docs, &mut self.freqs)?;
+            self.list
+                .decode(self.block, &mut self.docs, &mut self.freqs)?;
             self.decoded = Some(self.block);
             stats.blocks_decoded += 1;
         }
@@ -262,6 +340,21 @@ impl Cursor {
     fn tf(&mut self, stats: &mut SearchStats) -> Result<u32> {
         self.ensure(stats)?;
         Ok(self.freqs[self.pos])
+    }
+
+    /// Positions of the current document.
+    fn positions(&mut self, stats: &mut SearchStats) -> Result<&[u32]> {
+        self.ensure(stats)?;
+        if self
+            .positions
+            .as_ref()
+            .is_none_or(|(b, _)| *b != self.block)
+        {
+            let p = self.list.block_positions(self.block, &self.freqs)?;
+            self.positions = Some((self.block, p));
+        }
+        let (_, p) = self.positions.as_ref().expect("set above");
+        Ok(p.get(self.pos).map_or(&[][..], |v| v.as_slice()))
     }
 
     fn next(&mut self, stats: &mut SearchStats) -> Result<()> {
@@ -332,18 +425,21 @@ impl FtsSegment {
         top: &mut TopK,
     ) -> Result<SearchStats> {
         let mut stats = SearchStats::default();
+        if q.op == MatchOp::Phrase && !self.params.with_position {
+            return Err(crate::error::Error::InvalidInput(format!(
+                "a phrase query needs positions: inverted index segment {} was built without \
+                 them (CREATE INDEX ... USING INVERTED (col) WITH (with_position = true))",
+                self.uuid
+            )));
+        }
         let seg_docs: usize = self.parts.iter().map(|p| p.num_docs()).sum();
-        let seg_tokens: u64 = self
-            .parts
-            .iter()
-            .map(|p| p.lens.iter().map(|l| *l as u64).sum::<u64>())
-            .sum();
+        let seg_tokens: u64 = self.parts.iter().map(|p| p.total_tokens).sum();
         for part in &self.parts {
             let mut lists = Vec::new();
             for (i, t) in q.terms.iter().enumerate() {
                 if let Some(l) = part.posting(t, cache).await? {
                     lists.push((i, l));
-                } else if q.op == MatchOp::And {
+                } else if q.op.all_terms() {
                     lists.clear();
                     break;
                 }
@@ -351,7 +447,7 @@ impl FtsSegment {
             if lists.is_empty() {
                 continue;
             }
-            let part_tokens: u64 = part.lens.iter().map(|l| *l as u64).sum();
+            let part_tokens = part.total_tokens;
             let local_avgdl = |docs: usize, tokens: u64| {
                 if docs == 0 {
                     f32::MAX
@@ -361,8 +457,8 @@ impl FtsSegment {
             };
             // The stored block maxes were scored with this partition's
             // statistics or the segment's: bound by the more generous.
-            let a_local = local_avgdl(part.num_docs(), part_tokens)
-                .min(local_avgdl(seg_docs, seg_tokens));
+            let a_local =
+                local_avgdl(part.num_docs(), part_tokens).min(local_avgdl(seg_docs, seg_tokens));
             let a_ratio = (q.avgdl / a_local).max(1.0);
             let mut cursors: Vec<Cursor> = lists
                 .into_iter()
@@ -382,6 +478,7 @@ impl FtsSegment {
                         freqs: Vec::with_capacity(BLOCK),
                         pos: 0,
                         doc: 0,
+                        positions: None,
                     };
                     c.enter_block(0);
                     c
@@ -389,7 +486,9 @@ impl FtsSegment {
                 .collect();
             match q.op {
                 MatchOp::Or => wand(part, q, &mut cursors, allow, top, &mut stats)?,
-                MatchOp::And => intersect(part, q, &mut cursors, allow, top, &mut stats)?,
+                MatchOp::And | MatchOp::Phrase => {
+                    intersect(part, q, &mut cursors, allow, top, &mut stats)?
+                }
             }
         }
         Ok(stats)
@@ -495,6 +594,16 @@ fn wand(
     }
 }
 
+/// Whether the document every cursor is on holds the phrase.
+fn phrase_here(q: &Query, cursors: &mut [Cursor], stats: &mut SearchStats) -> Result<bool> {
+    let mut pos: Vec<Vec<u32>> = vec![Vec::new(); q.terms.len()];
+    for c in cursors.iter_mut() {
+        pos[c.term] = c.positions(stats)?.to_vec();
+    }
+    let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
+    Ok(q.phrase_at(&refs))
+}
+
 fn intersect(
     part: &Partition,
     q: &Query,
@@ -518,7 +627,7 @@ fn intersect(
             }
         }
         let addr = part.rowaddrs[d as usize];
-        if allow(addr) {
+        if allow(addr) && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?) {
             let s = score_at(part, q, cursors, d, stats)?;
             top.push(Scored { addr, score: s });
         }

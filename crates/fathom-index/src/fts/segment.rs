@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt32Type, UInt64Type};
-use arrow_array::RecordBatch;
 use fathom_file::FileReader;
 use fathom_table::format::IndexMetadata;
 use object_store::ObjectStore;
@@ -55,6 +55,10 @@ pub struct Partition {
     pub lens: Vec<u32>,
     /// Doc ids of each fragment (docs are in row-address order).
     pub fragments: BTreeMap<u32, Range<u32>>,
+    /// Tokens of each fragment's docs.
+    pub fragment_tokens: BTreeMap<u32, u64>,
+    /// Tokens of all docs.
+    pub total_tokens: u64,
     invert: FileReader,
     positions: bool,
     cache_key: String,
@@ -116,7 +120,10 @@ impl PostingList {
 
     fn bytes(&self) -> usize {
         self.blocks.iter().map(|b| b.len() + 32).sum::<usize>()
-            + self.positions.as_ref().map_or(0, |p| p.0.len() + 4 * p.1.len())
+            + self
+                .positions
+                .as_ref()
+                .map_or(0, |p| p.0.len() + 4 * p.1.len())
             + 64
     }
 }
@@ -201,10 +208,7 @@ impl FtsSegment {
             for (frag, r) in &p.fragments {
                 if valid.contains(*frag) {
                     docs += (r.end - r.start) as u64;
-                    tokens += p.lens[r.start as usize..r.end as usize]
-                        .iter()
-                        .map(|l| *l as u64)
-                        .sum::<u64>();
+                    tokens += p.fragment_tokens.get(frag).copied().unwrap_or(0);
                 }
             }
         }
@@ -279,6 +283,15 @@ impl Partition {
             let e = fragments.entry(f).or_insert(i as u32..i as u32);
             e.end = i as u32 + 1;
         }
+        let mut fragment_tokens = BTreeMap::new();
+        for (f, r) in &fragments {
+            let t: u64 = lens[r.start as usize..r.end as usize]
+                .iter()
+                .map(|l| *l as u64)
+                .sum();
+            fragment_tokens.insert(*f, t);
+        }
+        let total_tokens = fragment_tokens.values().sum();
         let inf = invert_file(id);
         let invert = crate::io::open(store, root, meta, &inf).await?;
         Ok(Partition {
@@ -287,6 +300,8 @@ impl Partition {
             rowaddrs,
             lens,
             fragments,
+            fragment_tokens,
+            total_tokens,
             invert,
             positions,
             cache_key: format!("fts/{}/{id}/", meta.uuid),
@@ -304,7 +319,11 @@ impl Partition {
     }
 
     /// The posting list of `term` (`None`: not in this partition).
-    pub async fn posting(&self, term: &str, cache: &IndexCache) -> Result<Option<Arc<PostingList>>> {
+    pub async fn posting(
+        &self,
+        term: &str,
+        cache: &IndexCache,
+    ) -> Result<Option<Arc<PostingList>>> {
         let Some(id) = self.tokens.get(term.as_bytes()) else {
             return Ok(None);
         };
@@ -314,9 +333,9 @@ impl Partition {
         }
         let schema = self.invert.schema().clone();
         let idx = |n: &str| {
-            schema.index_of(n).map_err(|_| {
-                Error::InvalidInput(format!("corrupt inverted index: no {n} column"))
-            })
+            schema
+                .index_of(n)
+                .map_err(|_| Error::InvalidInput(format!("corrupt inverted index: no {n} column")))
         };
         let mut proj = vec![idx("_posting")?, idx("_max_score")?, idx("_length")?];
         if self.positions {
@@ -330,7 +349,8 @@ impl Partition {
             )));
         }
         let b = self.invert.take(&[id], Some(&proj)).await?;
-        let bad = || Error::InvalidInput("corrupt inverted index: unexpected posting column type".into());
+        let bad =
+            || Error::InvalidInput("corrupt inverted index: unexpected posting column type".into());
         let lists = b.column(0).as_list_opt::<i32>().ok_or_else(bad)?;
         let values = lists.value(0);
         let blocks: Vec<Vec<u8>> = match values.as_binary_opt::<i64>() {
@@ -375,7 +395,12 @@ impl Partition {
         let positions = if self.positions {
             let bytes = match b.column(3).as_binary_opt::<i64>() {
                 Some(a) => a.value(0).to_vec(),
-                None => b.column(3).as_binary_opt::<i32>().ok_or_else(bad)?.value(0).to_vec(),
+                None => b
+                    .column(3)
+                    .as_binary_opt::<i32>()
+                    .ok_or_else(bad)?
+                    .value(0)
+                    .to_vec(),
             };
             let offs = b.column(4).as_list_opt::<i32>().ok_or_else(bad)?.value(0);
             let offs = offs
