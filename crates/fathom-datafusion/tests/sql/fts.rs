@@ -22,7 +22,7 @@ use fathom_datafusion::{TableOptions, new_session, register_dataset};
 use fathom_table::{Dataset, WriteMode, WriteParams};
 use rand::{Rng, SeedableRng};
 
-use super::common::text;
+use super::common::{ids, text};
 
 /// Words the English analyzer keeps as they are (lower-cased): no stop
 /// word, nothing a stemmer strips.
@@ -351,6 +351,21 @@ async fn equals_brute_force_through_changes() {
             "{plan}"
         );
         assert!(plan.contains("prefilter=true"), "{plan}");
+        let plan = text(
+            &ctx,
+            "EXPLAIN SELECT id FROM t WHERE text_match(body, 'bab dok') AND cat = 'c1'",
+        )
+        .await;
+        assert!(
+            plan.contains("FtsExec") && plan.contains("index=body_idx"),
+            "{plan}"
+        );
+        let plan = text(
+            &ctx,
+            "EXPLAIN SELECT id FROM t WHERE text_match(body, 'bab dok') OR cat = 'c1'",
+        )
+        .await;
+        assert!(!plan.contains("FtsExec"), "{plan}");
         let mut next_id = 100_000i64;
         let mut log: Vec<String> = vec![];
         for step in 0..8 {
@@ -390,6 +405,50 @@ async fn equals_brute_force_through_changes() {
                     )
                     .await;
                     same(&top, &want, Some(k), &format!("{what} k {k}"));
+                    // The same query as a WHERE predicate: routed to the
+                    // index beside the other filter, and flat under an OR.
+                    let want_ids = |extra: &dyn Fn(&Row) -> bool| -> Vec<i64> {
+                        let hit: HashSet<i64> = want.iter().map(|(id, _)| *id).collect();
+                        let mut v: Vec<i64> = m
+                            .rows
+                            .iter()
+                            .filter(|r| r.live && (hit.contains(&r.id) || extra(r)))
+                            .map(|r| r.id)
+                            .collect();
+                        v.sort();
+                        v
+                    };
+                    let got = ids(
+                        &ctx,
+                        &format!(
+                            "SELECT id FROM t WHERE text_match(body, '{q}'{op}) AND {filter} ORDER BY id"
+                        ),
+                    )
+                    .await;
+                    assert_eq!(got, want_ids(&|_| false), "{what} text_match");
+                    let want_or = {
+                        // OR id % 11 = 4: keep applies to the text branch only.
+                        let all = m.search(&q, and, &|_| true);
+                        let hit: HashSet<i64> = all.iter().map(|(id, _)| *id).collect();
+                        let mut v: Vec<i64> = m
+                            .rows
+                            .iter()
+                            .filter(|r| {
+                                r.live && ((hit.contains(&r.id) && keep(r)) || r.id % 11 == 4)
+                            })
+                            .map(|r| r.id)
+                            .collect();
+                        v.sort();
+                        v
+                    };
+                    let got = ids(
+                        &ctx,
+                        &format!(
+                            "SELECT id FROM t WHERE (text_match(body, '{q}'{op}) AND {filter}) OR id % 11 = 4 ORDER BY id"
+                        ),
+                    )
+                    .await;
+                    assert_eq!(got, want_or, "{what} text_match OR");
                 }
                 // A phrase: 2 or 3 adjacent words of a live row.
                 let live: Vec<&Row> = m
@@ -431,6 +490,14 @@ async fn equals_brute_force_through_changes() {
                 )
                 .await;
                 same(&top, &want, Some(3), &what);
+                let mut want_ids: Vec<i64> = want.iter().map(|(id, _)| *id).collect();
+                want_ids.sort();
+                let got = ids(
+                    &ctx,
+                    &format!("SELECT id FROM t WHERE text_match(body, '\"{q}\"') AND {filter} ORDER BY id"),
+                )
+                .await;
+                assert_eq!(got, want_ids, "{what} text_match");
             }
             if step == 7 {
                 break;
@@ -539,10 +606,21 @@ async fn flat_without_index_and_errors() {
     same(&scored(&ctx, &sql).await, &want, Some(10), "flat");
     let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
     assert!(plan.contains("no index (flat)"), "{plan}");
+    let mut want_ids: Vec<i64> = want.iter().map(|(id, _)| *id).collect();
+    want_ids.sort();
+    let match_sql = format!("SELECT id FROM t WHERE text_match(body, '{q}') ORDER BY id");
+    assert_eq!(ids(&ctx, &match_sql).await, want_ids, "flat text_match");
     run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
         .await
         .unwrap();
     same(&scored(&ctx, &sql).await, &want, Some(10), "indexed");
+    assert_eq!(ids(&ctx, &match_sql).await, want_ids, "indexed text_match");
+    let n = text(
+        &ctx,
+        &format!("SELECT count(*) FROM t WHERE text_match(body, '{q}')"),
+    )
+    .await;
+    assert!(n.contains(&format!("| {} ", want_ids.len())), "{n}");
 
     for (bad, msg) in [
         (
@@ -557,6 +635,12 @@ async fn flat_without_index_and_errors() {
             "'OR', 'AND' or 'PHRASE'",
         ),
         ("SELECT * FROM fts('t', 'body', '\"bab dok')", "unbalanced"),
+        ("SELECT id FROM t WHERE text_match(id, 'x')", "must be text"),
+        (
+            "SELECT id FROM t WHERE text_match(body, 'x', 'XOR')",
+            "'OR', 'AND' or 'PHRASE'",
+        ),
+        ("SELECT id FROM t WHERE text_match(body)", "usage"),
     ] {
         let e = match ctx.sql(bad).await {
             Ok(df) => df.collect().await.map(|_| ()).unwrap_err(),
