@@ -6,7 +6,7 @@ Builds an INVERTED index on DATASET's `body` (defaults), then times each
 query of QUERIES.json (`{"q": text, "op": "OR"|"AND", "filter": sql or
 ""}`, top 10, a filter being a prefilter): a warm-up run, then the median
 of seven. Prints one JSON object: version, build_ms, index_bytes and per
-query its median latency (ms) and the ids returned.
+query its median latency (ms), the ids and the scores returned.
 """
 import json
 import logging
@@ -47,7 +47,8 @@ def main():
             s = time.perf_counter()
             r = run()
             times.append((time.perf_counter() - s) * 1e3)
-        out["queries"].append({"ms": statistics.median(times), "ids": r["id"].to_pylist()})
+        out["queries"].append({"ms": statistics.median(times), "ids": r["id"].to_pylist(),
+                               "scores": r["_score"].to_pylist()})
     print(json.dumps(out))
 
 

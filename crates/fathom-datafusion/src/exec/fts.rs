@@ -21,6 +21,7 @@
 //! directly; the global top k (score descending, ties by row address) is
 //! read. Without k, every matching row is returned.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -47,10 +48,8 @@ use fathom_table::{Dataset, RowAddress, RowSet};
 use roaring::RoaringBitmap;
 
 use super::common::single_partition;
-use super::exclusion::Exclusion;
 use super::knn::KnnSegment;
 use crate::error::to_df;
-use crate::plan::ExclusionSource;
 
 /// What a full-text search asks.
 #[derive(Debug, Clone)]
@@ -228,6 +227,9 @@ impl ExecutionPlan for FtsExec {
             blocks_total: m("blocks_total"),
             flat: m("rows_tokenized"),
             allowed: m("rows_allowed"),
+            stats_time: MetricBuilder::new(&self.metrics).subset_time("statistics_time", partition),
+            search_time: MetricBuilder::new(&self.metrics).subset_time("search_time", partition),
+            fetch_time: MetricBuilder::new(&self.metrics).subset_time("fetch_time", partition),
         };
         let run = FtsRun {
             dataset: self.dataset.clone(),
@@ -254,6 +256,12 @@ struct Counters {
     blocks_total: Count,
     flat: Count,
     allowed: Count,
+    /// Loading segments, reading flat rows, corpus statistics.
+    stats_time: Time,
+    /// Scoring: segments and flat hits.
+    search_time: Time,
+    /// Reading the winners' columns.
+    fetch_time: Time,
 }
 
 struct FtsRun {
@@ -297,6 +305,7 @@ struct FlatHit {
 impl FtsRun {
     async fn run(self, ctx: Arc<TaskContext>, c: Counters) -> Result<RecordBatch> {
         let ds = &self.dataset;
+        let stats_timer = c.stats_time.timer();
         let mut segs = Vec::with_capacity(self.segments.len());
         for s in &self.segments {
             segs.push(
@@ -383,35 +392,39 @@ impl FtsRun {
         }
         let mut q = Query::new(terms, self.spec.op, &corpus);
         q.phrase = phrase;
+        stats_timer.done();
+        let search_timer = c.search_time.timer();
         let mut top = TopK::new(self.spec.k);
         if !q.terms.is_empty() {
             if !segs.is_empty() {
-                let live = match &allow {
-                    Some(_) => None,
-                    None => {
-                        let mut all = RoaringBitmap::new();
-                        for s in &self.segments {
-                            all |= s.fragments.as_ref();
+                // Without a prefilter a row passes when its fragment is
+                // one the segment answers for and it is not deleted.
+                let mut deleted: HashMap<u32, Option<Arc<RoaringBitmap>>> = HashMap::new();
+                if allow.is_none() {
+                    for s in &self.segments {
+                        for f in s.fragments.iter() {
+                            if let Some(fr) = ds.fragment(f as u64) {
+                                deleted.insert(f, ds.deleted_rows(fr).await.map_err(to_df)?);
+                            }
                         }
-                        Some(
-                            Exclusion::new(
-                                ds,
-                                &[
-                                    ExclusionSource::DeletedRows,
-                                    ExclusionSource::OutsideFragments(Arc::new(all)),
-                                ],
-                            )
-                            .all_rows()
-                            .await?,
-                        )
                     }
-                };
-                let ok = allow.as_ref().or(live.as_ref()).expect("one is set");
+                }
                 for (seg, s) in segs.iter().zip(&self.segments) {
                     let frags = s.fragments.clone();
                     let allow_fn = |id: u64| {
                         let a = RowAddress::from_u64(id);
-                        frags.contains(a.fragment().0) && ok.contains(a)
+                        let f = a.fragment().0;
+                        if !frags.contains(f) {
+                            return false;
+                        }
+                        match &allow {
+                            Some(ok) => ok.contains(a),
+                            None => match deleted.get(&f) {
+                                Some(None) => true,
+                                Some(Some(d)) => !d.contains(a.offset()),
+                                None => false,
+                            },
+                        }
                     };
                     let stats = seg
                         .search(&q, &allow_fn, &self.cache, &mut top)
@@ -438,6 +451,8 @@ impl FtsRun {
             }
         }
         let winners = top.into_sorted();
+        search_timer.done();
+        let _fetch_timer = c.fetch_time.timer();
         let addrs: Vec<u64> = winners.iter().map(|w| w.addr).collect();
         let b = ds.take_addresses(&addrs, &self.read).await.map_err(to_df)?;
         if b.num_rows() != winners.len() {

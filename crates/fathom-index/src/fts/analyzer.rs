@@ -4,8 +4,6 @@
 //! tokens, so a removed stop word still takes a position (phrase queries
 //! see the gap).
 
-use std::collections::HashSet;
-
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_normalization::UnicodeNormalization;
 
@@ -326,7 +324,7 @@ pub const ENGLISH_STOP_WORDS: &[&str] = &[
 pub struct Analyzer {
     params: FtsParams,
     stemmer: Option<Stemmer>,
-    stop: HashSet<String>,
+    stop: rustc_hash::FxHashSet<String>,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -355,7 +353,7 @@ impl Analyzer {
             None
         };
         let stop = if !params.remove_stop_words {
-            HashSet::new()
+            Default::default()
         } else if let Some(words) = &params.custom_stop_words {
             words.iter().cloned().collect()
         } else if params.language.eq_ignore_ascii_case("english") {
@@ -435,13 +433,17 @@ impl Analyzer {
         {
             return None;
         }
-        let mut t = if self.params.lower_case {
-            raw.to_lowercase()
-        } else {
+        let mut t = if !self.params.lower_case {
             raw.to_string()
+        } else if raw.is_ascii() {
+            raw.to_ascii_lowercase()
+        } else {
+            raw.to_lowercase()
         };
-        if let Some(s) = &self.stemmer {
-            t = s.stem(&t).into_owned();
+        if let Some(s) = &self.stemmer
+            && let std::borrow::Cow::Owned(stemmed) = s.stem(&t)
+        {
+            t = stemmed;
         }
         if self.stop.contains(&t) {
             return None;

@@ -2,7 +2,6 @@
 //! tokenized on every core, the postings gathered in memory (the size of
 //! the index, not of the column) and written as one partition.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, LargeBinaryBuilder, ListBuilder, UInt32Builder};
@@ -15,6 +14,7 @@ use arrow_schema::DataType;
 use fathom_table::format::{IndexFile, IndexMetadata};
 use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 use futures::TryStreamExt;
+use rustc_hash::FxHashMap;
 
 use super::analyzer::{Analyzer, FtsParams};
 use super::posting::{self, BLOCK};
@@ -59,10 +59,21 @@ struct Postings {
     positions: Vec<Vec<u32>>,
 }
 
-/// One analyzed row: its tokens with their positions, in first-seen order.
-type Doc = Vec<(String, Vec<u32>)>;
+/// The rows of one worker's share of a batch, analyzed: a local token
+/// dictionary with each token's postings (documents as row offsets in the
+/// batch, ascending) and every row's token count (0: empty or NULL).
+struct Local {
+    tokens: Vec<String>,
+    postings: Vec<Postings>,
+    lens: Vec<u32>,
+}
 
-fn analyze_rows(a: &Analyzer, texts: &ArrayRef, rows: std::ops::Range<usize>) -> Vec<Doc> {
+fn analyze_rows(
+    a: &Analyzer,
+    texts: &ArrayRef,
+    rows: std::ops::Range<usize>,
+    positions: bool,
+) -> Local {
     let get = |i: usize| -> Option<&str> {
         if texts.is_null(i) {
             return None;
@@ -73,21 +84,46 @@ fn analyze_rows(a: &Analyzer, texts: &ArrayRef, rows: std::ops::Range<usize>) ->
             _ => texts.as_string::<i32>().value(i),
         })
     };
-    rows.map(|i| {
-        let mut doc: Doc = Vec::new();
-        let mut at: HashMap<String, usize> = HashMap::new();
+    let mut local = Local {
+        tokens: Vec::new(),
+        postings: Vec::new(),
+        lens: Vec::with_capacity(rows.len()),
+    };
+    let mut ids: FxHashMap<String, u32> = FxHashMap::default();
+    for i in rows {
+        let row = i as u32;
+        let mut len = 0u32;
         if let Some(t) = get(i) {
-            a.analyze(t, |tok, pos| match at.get(tok) {
-                Some(&j) => doc[j].1.push(pos),
-                None => {
-                    at.insert(tok.to_string(), doc.len());
-                    doc.push((tok.to_string(), vec![pos]));
+            a.analyze(t, |tok, pos| {
+                len += 1;
+                let id = match ids.get(tok) {
+                    Some(id) => *id,
+                    None => {
+                        let id = local.tokens.len() as u32;
+                        ids.insert(tok.to_string(), id);
+                        local.tokens.push(tok.to_string());
+                        local.postings.push(Postings::default());
+                        id
+                    }
+                };
+                let p = &mut local.postings[id as usize];
+                if p.docs.last() == Some(&row) {
+                    *p.freqs.last_mut().expect("one per doc") += 1;
+                    if positions {
+                        p.positions.last_mut().expect("one per doc").push(pos);
+                    }
+                } else {
+                    p.docs.push(row);
+                    p.freqs.push(1);
+                    if positions {
+                        p.positions.push(vec![pos]);
+                    }
                 }
             });
         }
-        doc
-    })
-    .collect()
+        local.lens.push(len);
+    }
+    local
 }
 
 /// What a built partition holds before it is written.
@@ -144,29 +180,32 @@ pub async fn build_fts_segment(
         rowaddrs: Vec::new(),
         lens: Vec::new(),
     };
-    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut ids: FxHashMap<String, u32> = FxHashMap::default();
     let mut done = 0u64;
     report("tokenizing", 0);
     while let Some(b) = stream.try_next().await? {
         let texts = b.column(0).clone();
         let addrs = b.column(1).as_primitive::<UInt64Type>().clone();
         let n = b.num_rows();
-        let docs: Vec<Doc> = cpu(|| {
-            par_ranges(n, |r| analyze_rows(&analyzer, &texts, r))
-                .into_iter()
-                .flatten()
-                .collect()
+        let positions = params.with_position;
+        let locals: Vec<(usize, Local)> = cpu(|| {
+            par_ranges(n, |r| {
+                (r.start, analyze_rows(&analyzer, &texts, r, positions))
+            })
         });
-        for (i, doc) in docs.into_iter().enumerate() {
-            if doc.is_empty() {
-                continue;
+        // Merged in row order, so every token's documents stay ascending;
+        // a row without tokens is no document.
+        for (start, local) in locals {
+            let mut doc_of = Vec::with_capacity(local.lens.len());
+            for (i, len) in local.lens.iter().enumerate() {
+                doc_of.push(built.rowaddrs.len() as u32);
+                if *len > 0 {
+                    built.rowaddrs.push(addrs.value(start + i));
+                    built.lens.push(*len);
+                }
             }
-            let doc_id = built.rowaddrs.len() as u32;
-            built.rowaddrs.push(addrs.value(i));
-            let mut len = 0u32;
-            for (tok, pos) in doc {
-                len += pos.len() as u32;
-                let id = match ids.get(&tok) {
+            for (tok, p) in local.tokens.into_iter().zip(local.postings) {
+                let id = match ids.get(tok.as_str()) {
                     Some(id) => *id,
                     None => {
                         let id = built.tokens.len() as u32;
@@ -176,14 +215,12 @@ pub async fn build_fts_segment(
                         id
                     }
                 };
-                let p = &mut built.postings[id as usize];
-                p.docs.push(doc_id);
-                p.freqs.push(pos.len() as u32);
-                if params.with_position {
-                    p.positions.push(pos);
-                }
+                let g = &mut built.postings[id as usize];
+                g.docs
+                    .extend(p.docs.iter().map(|r| doc_of[*r as usize - start]));
+                g.freqs.extend_from_slice(&p.freqs);
+                g.positions.extend(p.positions);
             }
-            built.lens.push(len);
         }
         done += n as u64;
         report("tokenizing", done);
@@ -254,6 +291,17 @@ fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
     )?)
 }
 
+/// One token's posting list, encoded for the `invert` file.
+struct EncodedPosting {
+    /// Blocks of 128 documents with their block-max scores.
+    blocks: Vec<Vec<u8>>,
+    /// The list's maximum score.
+    max: f32,
+    impacts: Vec<Vec<u8>>,
+    /// Compressed positions and their per-block offsets.
+    positions: Option<(Vec<u8>, Vec<u32>)>,
+}
+
 async fn write_partition(
     dir: &SegmentDir,
     params: &FtsParams,
@@ -312,7 +360,7 @@ async fn write_partition(
     } else {
         total_tokens as f32 / n_docs as f32
     };
-    let encoded: Vec<(Vec<Vec<u8>>, f32, Vec<Vec<u8>>, Option<(Vec<u8>, Vec<u32>)>)> = cpu(|| {
+    let encoded: Vec<EncodedPosting> = cpu(|| {
         par_ranges(b.postings.len(), |r| {
             r.map(|t| {
                 let p = &b.postings[t];
@@ -339,7 +387,12 @@ async fn write_partition(
                 let positions = params
                     .with_position
                     .then(|| posting::encode_positions(&p.positions));
-                (blocks, max, impacts, positions)
+                EncodedPosting {
+                    blocks,
+                    max,
+                    impacts,
+                    positions,
+                }
             })
             .collect::<Vec<_>>()
         })
@@ -368,11 +421,13 @@ async fn write_partition(
     let mut columns = vec![
         (
             "_posting",
-            list_of_binary(&mut encoded.iter().map(|e| &e.0)),
+            list_of_binary(&mut encoded.iter().map(|e| &e.blocks)),
         ),
         (
             "_max_score",
-            Arc::new(Float32Array::from_iter_values(encoded.iter().map(|e| e.1))) as ArrayRef,
+            Arc::new(Float32Array::from_iter_values(
+                encoded.iter().map(|e| e.max),
+            )) as ArrayRef,
         ),
         (
             "_length",
@@ -382,13 +437,13 @@ async fn write_partition(
         ),
         (
             "_impacts",
-            list_of_binary(&mut encoded.iter().map(|e| &e.2)),
+            list_of_binary(&mut encoded.iter().map(|e| &e.impacts)),
         ),
     ];
     if params.with_position {
         let pos: Vec<&[u8]> = encoded
             .iter()
-            .map(|e| e.3.as_ref().map_or(&[][..], |p| p.0.as_slice()))
+            .map(|e| e.positions.as_ref().map_or(&[][..], |p| p.0.as_slice()))
             .collect();
         columns.push((
             "_compressed_position",
@@ -396,7 +451,7 @@ async fn write_partition(
         ));
         let mut ob = ListBuilder::new(UInt32Builder::new());
         for e in &encoded {
-            if let Some((_, offs)) = &e.3 {
+            if let Some((_, offs)) = &e.positions {
                 ob.values().append_slice(offs);
             }
             ob.append(true);

@@ -615,6 +615,24 @@ fn intersect(
     cursors.sort_by_key(|c| c.list.df);
     let mut d = cursors[0].doc;
     'outer: while d != END {
+        // Block-max skipping: no document up to the end of the first of
+        // the blocks that would hold `d` can beat the k-th score.
+        if let Some(t) = top.threshold() {
+            let (mut bound, mut end) = (0f32, END);
+            for c in cursors.iter() {
+                let (b, e) = c.block_bound(d);
+                bound += b;
+                end = end.min(e);
+            }
+            if bound < t {
+                if end == END {
+                    return Ok(());
+                }
+                cursors[0].seek(end + 1, stats)?;
+                d = cursors[0].doc;
+                continue;
+            }
+        }
         for i in 0..cursors.len() {
             cursors[i].seek(d, stats)?;
             if cursors[i].doc != d {

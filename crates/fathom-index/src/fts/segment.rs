@@ -381,7 +381,7 @@ impl Partition {
         let mut first_docs = Vec::with_capacity(blocks.len());
         let mut block_max = Vec::with_capacity(blocks.len());
         for (i, blk) in blocks.iter().enumerate() {
-            let full = i + 1 < blocks.len() || df as usize % BLOCK == 0;
+            let full = i + 1 < blocks.len() || (df as usize).is_multiple_of(BLOCK);
             let (m, f) = posting::block_header(blk, full)?;
             if f as usize >= self.rowaddrs.len() {
                 return Err(Error::InvalidInput(format!(
