@@ -614,17 +614,22 @@ fn intersect(
 ) -> Result<()> {
     cursors.sort_by_key(|c| c.list.df);
     let mut d = cursors[0].doc;
+    // Documents up to here lie in blocks whose bounds were checked.
+    let mut checked_until = 0u32;
     'outer: while d != END {
         // Block-max skipping: no document up to the end of the first of
-        // the blocks that would hold `d` can beat the k-th score.
-        if let Some(t) = top.threshold() {
+        // the blocks that would hold `d` can beat the k-th score. Checked
+        // once per run of blocks, not per document.
+        if d >= checked_until
+            && let Some(t) = top.threshold()
+        {
             let (mut bound, mut end) = (0f32, END);
             for c in cursors.iter() {
                 let (b, e) = c.block_bound(d);
                 bound += b;
                 end = end.min(e);
             }
-            if bound < t {
+            if loosen(bound) < t {
                 if end == END {
                     return Ok(());
                 }
@@ -632,6 +637,7 @@ fn intersect(
                 d = cursors[0].doc;
                 continue;
             }
+            checked_until = end.saturating_add(1);
         }
         for i in 0..cursors.len() {
             cursors[i].seek(d, stats)?;
