@@ -106,6 +106,11 @@ impl TableFunctionImpl for FtsTableFunction {
                 "fts: unbalanced double quote in query {query:?}"
             )));
         }
+        // Malformed `+`/`-` clauses are plan errors (the index's own
+        // analyzer checks again when the search runs).
+        Analyzer::new(&FtsParams::default())
+            .and_then(|a| Query::parse(&a, &query, op))
+            .map_err(|e| DataFusionError::Plan(format!("fts: {e}")))?;
         let state = args
             .session()
             .as_any()
@@ -605,20 +610,10 @@ impl ScalarUDFImpl for TextMatchUdf {
             None => FtsParams::default(),
         };
         let analyzer = Analyzer::new(&params).map_err(|e| DataFusionError::Plan(e.to_string()))?;
-        let terms = Query::terms(&analyzer, &query);
-        let probe = Query {
-            phrase: if op == MatchOp::Phrase {
-                Query::phrase_of(&analyzer, &query, &terms)
-            } else {
-                vec![]
-            },
-            idf: vec![0.0; terms.len()],
-            terms,
-            op,
-            avgdl: 0.0,
-        };
+        let probe = Query::parse(&analyzer, &query, op)
+            .map_err(|e| DataFusionError::Plan(format!("text_match: {e}")))?;
         let matches = |t: &str| -> bool {
-            if probe.terms.is_empty() {
+            if !probe.can_match() {
                 return false;
             }
             if op == MatchOp::Phrase {

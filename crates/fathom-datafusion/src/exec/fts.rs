@@ -322,11 +322,8 @@ impl FtsRun {
                 &default_analyzer
             }
         };
-        let terms = Query::terms(analyzer, &self.spec.query);
-        let phrase = match self.spec.op {
-            MatchOp::Phrase => Query::phrase_of(analyzer, &self.spec.query, &terms),
-            _ => vec![],
-        };
+        let mut q = Query::parse(analyzer, &self.spec.query, self.spec.op).map_err(ext)?;
+        let terms = q.terms.clone();
 
         // Rows the WHERE filters allow (all rows without filters).
         let allow: Option<RowSet> = match &self.prefilter {
@@ -347,13 +344,7 @@ impl FtsRun {
         let mut corpus = Corpus::default();
         let mut hits: Vec<FlatHit> = Vec::new();
         if let Some(flat) = &self.flat {
-            let probe = Query {
-                terms: terms.clone(),
-                op: self.spec.op,
-                idf: vec![0.0; terms.len()],
-                avgdl: 0.0,
-                phrase: phrase.clone(),
-            };
+            let probe = &q;
             for b in collect(flat.clone(), ctx.clone()).await? {
                 c.flat.add(b.num_rows());
                 let text = b.column(0);
@@ -390,12 +381,11 @@ impl FtsRun {
                 *corpus.df.entry(t.clone()).or_default() += n;
             }
         }
-        let mut q = Query::new(terms, self.spec.op, &corpus);
-        q.phrase = phrase;
+        q.bind(&corpus);
         stats_timer.done();
         let search_timer = c.search_time.timer();
         let mut top = TopK::new(self.spec.k);
-        if !q.terms.is_empty() {
+        if q.can_match() {
             if !segs.is_empty() {
                 // Without a prefilter a row passes when its fragment is
                 // one the segment answers for and it is not deleted.

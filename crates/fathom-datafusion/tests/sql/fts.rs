@@ -156,10 +156,29 @@ impl Model {
     ) -> Vec<(i64, f64)> {
         let and = and || phrase;
         let qpos = tokens_at(query);
+        // Terms and how each takes part: 0 should, 1 must, 2 must not
+        // (`+word`, `-word` outside phrases).
         let mut terms: Vec<String> = vec![];
-        for t in tokens(query) {
-            if !terms.contains(&t) {
-                terms.push(t);
+        let mut occur: Vec<u8> = vec![];
+        let clauses: Vec<&str> = if phrase {
+            vec![query]
+        } else {
+            query.split_whitespace().collect()
+        };
+        for c in clauses {
+            let (o, w) = match c.chars().next() {
+                Some('+') if !phrase => (1, &c[1..]),
+                Some('-') if !phrase => (2, &c[1..]),
+                _ => (u8::from(and), c),
+            };
+            for t in tokens(w) {
+                match terms.iter().position(|x| *x == t) {
+                    Some(i) => occur[i] = occur[i].max(o),
+                    None => {
+                        terms.push(t);
+                        occur.push(o);
+                    }
+                }
             }
         }
         let counted = self.counted();
@@ -185,8 +204,12 @@ impl Model {
                 .iter()
                 .map(|t| toks.iter().filter(|x| *x == t).count())
                 .collect();
-            let hits = tf.iter().filter(|f| **f > 0).count();
-            if hits == 0 || (and && hits < terms.len()) {
+            let occur = &occur;
+            let has = |o: u8| (0..terms.len()).filter(move |i| occur[*i] == o);
+            if has(1).any(|i| tf[i] == 0) || has(2).any(|i| tf[i] > 0) {
+                continue;
+            }
+            if has(1).next().is_none() && has(0).all(|i| tf[i] == 0) {
                 continue;
             }
             if phrase && !holds_phrase(&tokens_at(r.body.as_deref().unwrap_or("")), &qpos) {
@@ -195,7 +218,9 @@ impl Model {
             let s: f64 = tf
                 .iter()
                 .zip(&idf)
-                .filter(|(f, _)| **f > 0)
+                .zip(occur)
+                .filter(|((f, _), o)| **f > 0 && **o != 2)
+                .map(|(x, _)| x)
                 .map(|(f, idf)| {
                     let f = *f as f64;
                     idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * len / avgdl))
@@ -380,6 +405,19 @@ async fn equals_brute_force_through_changes() {
                         .map(|_| {
                             let r = (vocab.len() as f64).powf(rng.random_range(0.0..1.0)) as usize;
                             vocab[r.min(vocab.len() - 1)].clone()
+                        })
+                        .collect();
+                    // Boolean clauses sometimes: `+word` required,
+                    // `-word` excluded (each word once).
+                    let boolean = rng.random_bool(0.3);
+                    let mut seen = HashSet::new();
+                    let q: Vec<String> = q
+                        .into_iter()
+                        .filter(|w| !boolean || seen.insert(w.clone()))
+                        .map(|w| match (boolean, rng.random_range(0..4)) {
+                            (true, 0) => format!("+{w}"),
+                            (true, 1) => format!("-{w}"),
+                            _ => w,
                         })
                         .collect();
                     let q = q.join(" ");
@@ -606,6 +644,21 @@ async fn flat_without_index_and_errors() {
     same(&scored(&ctx, &sql).await, &want, Some(10), "flat");
     let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
     assert!(plan.contains("no index (flat)"), "{plan}");
+    // Boolean clauses, flat and (below) indexed; excluded words alone
+    // match nothing.
+    let bool_q = "+bab dok -gum";
+    let bool_want = m.search(bool_q, false, &|_| true);
+    assert!(!bool_want.is_empty());
+    let bool_sql =
+        format!("SELECT id, _score FROM fts('t', 'body', '{bool_q}') ORDER BY _score DESC, id");
+    same(
+        &scored(&ctx, &bool_sql).await,
+        &bool_want,
+        None,
+        "flat boolean",
+    );
+    let neg_sql = "SELECT id, _score FROM fts('t', 'body', '-bab -dok')";
+    assert!(scored(&ctx, neg_sql).await.is_empty());
     let mut want_ids: Vec<i64> = want.iter().map(|(id, _)| *id).collect();
     want_ids.sort();
     let match_sql = format!("SELECT id FROM t WHERE text_match(body, '{q}') ORDER BY id");
@@ -615,6 +668,13 @@ async fn flat_without_index_and_errors() {
         .unwrap();
     same(&scored(&ctx, &sql).await, &want, Some(10), "indexed");
     assert_eq!(ids(&ctx, &match_sql).await, want_ids, "indexed text_match");
+    same(
+        &scored(&ctx, &bool_sql).await,
+        &bool_want,
+        None,
+        "indexed boolean",
+    );
+    assert!(scored(&ctx, neg_sql).await.is_empty());
     let n = text(
         &ctx,
         &format!("SELECT count(*) FROM t WHERE text_match(body, '{q}')"),
@@ -641,6 +701,18 @@ async fn flat_without_index_and_errors() {
             "'OR', 'AND' or 'PHRASE'",
         ),
         ("SELECT id FROM t WHERE text_match(body)", "usage"),
+        (
+            "SELECT * FROM fts('t', 'body', 'bab + dok')",
+            "'+' must be followed by a word",
+        ),
+        (
+            "SELECT * FROM fts('t', 'body', '+bab -bab')",
+            "'bab' is both required or wanted and excluded",
+        ),
+        (
+            "SELECT id FROM t WHERE text_match(body, 'bab -')",
+            "'-' must be followed by a word",
+        ),
     ] {
         let e = match ctx.sql(bad).await {
             Ok(df) => df.collect().await.map(|_| ()).unwrap_err(),

@@ -15,7 +15,7 @@ pub mod segment;
 
 pub use analyzer::{Analyzer, BaseTokenizer, FtsParams};
 pub use build::build_fts_segment;
-pub use search::{Corpus, MatchOp, Scored};
+pub use search::{Corpus, MatchOp, Occur, Query, Scored};
 pub use segment::{FtsSegment, is_fts};
 
 /// `lance.table.InvertedIndexDetails` (field numbers as pylance 14 writes

@@ -1,7 +1,9 @@
 //! BM25 search over a segment's partitions: OR queries by block-max WAND
 //! (a document is scored only when the block-max scores of the blocks it
 //! could be in can beat the current k-th score), AND queries by
-//! leap-frogging intersection. Scores use the statistics of the whole
+//! leap-frogging intersection; boolean queries (`+must -not should`)
+//! intersect the required terms, or WAND over the optional ones without
+//! any, then skip rows holding an excluded term. Scores use the statistics of the whole
 //! table version ([`Corpus`]), so they equal the flat path's for the same
 //! row; the block-max scores stored under the partition's own statistics
 //! are rescaled into safe upper bounds.
@@ -107,6 +109,8 @@ impl Corpus {
 pub struct Query {
     pub terms: Vec<String>,
     pub op: MatchOp,
+    /// How each term takes part (as `terms`).
+    pub occur: Vec<Occur>,
     pub idf: Vec<f32>,
     pub avgdl: f32,
     /// Phrase queries: each query token's term and its position relative
@@ -115,7 +119,99 @@ pub struct Query {
     pub phrase: Vec<(usize, u32)>,
 }
 
+/// How a term takes part in a query, as a boolean query's clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occur {
+    /// A matching row holds it (`+word`, or any word under `AND`).
+    Must,
+    /// Adds to the score; a row with no `Must` term matches when it holds
+    /// some `Should` term (a plain word under `OR`).
+    Should,
+    /// A matching row does not hold it (`-word`); never scored.
+    MustNot,
+}
+
 impl Query {
+    /// Analyzes a query string under `op`, with zero statistics (bind them
+    /// with [`Query::bind`]). Outside phrase queries, a word written
+    /// `+word` must be in a matching row and `-word` must not (as in
+    /// Lucene's and tantivy's query syntax); other words must be there
+    /// under `AND` and add to the score under `OR`. A phrase query is the
+    /// whole string, analyzed as one.
+    pub fn parse(analyzer: &Analyzer, text: &str, op: MatchOp) -> Result<Query> {
+        let mut terms: Vec<String> = Vec::new();
+        let mut occur: Vec<Occur> = Vec::new();
+        let mut phrase = vec![];
+        if op == MatchOp::Phrase {
+            terms = Query::terms(analyzer, text);
+            occur = vec![Occur::Must; terms.len()];
+            phrase = Query::phrase_of(analyzer, text, &terms);
+        } else {
+            let plain = if op == MatchOp::And {
+                Occur::Must
+            } else {
+                Occur::Should
+            };
+            for clause in text.split_whitespace() {
+                let (o, word) = match clause.as_bytes()[0] {
+                    b'+' => (Occur::Must, &clause[1..]),
+                    b'-' => (Occur::MustNot, &clause[1..]),
+                    _ => (plain, clause),
+                };
+                if word.is_empty() {
+                    return Err(crate::error::Error::InvalidInput(format!(
+                        "full-text query '{text}': '{clause}' must be followed by a word"
+                    )));
+                }
+                for t in analyzer.tokens(word) {
+                    match terms.iter().position(|x| *x == t) {
+                        None => {
+                            terms.push(t);
+                            occur.push(o);
+                        }
+                        Some(i) => {
+                            let (a, b) = (occur[i], o);
+                            if a != b && (a == Occur::MustNot || b == Occur::MustNot) {
+                                return Err(crate::error::Error::InvalidInput(format!(
+                                    "full-text query '{text}': '{t}' is both required or \
+                                     wanted and excluded (-)"
+                                )));
+                            }
+                            if b == Occur::Must {
+                                occur[i] = Occur::Must;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Query {
+            idf: vec![0.0; terms.len()],
+            terms,
+            op,
+            occur,
+            avgdl: 0.0,
+            phrase,
+        })
+    }
+
+    /// Sets the corpus statistics.
+    pub fn bind(&mut self, corpus: &Corpus) {
+        self.idf = self.terms.iter().map(|t| corpus.idf(t)).collect();
+        self.avgdl = corpus.avgdl();
+    }
+
+    /// Whether some term can make a row match (a query of excluded terms
+    /// only, or of stop words only, matches nothing).
+    pub fn can_match(&self) -> bool {
+        self.occur.iter().any(|o| *o != Occur::MustNot)
+    }
+
+    /// Whether a row must hold term `i`.
+    fn required(&self, i: usize) -> bool {
+        self.occur[i] == Occur::Must
+    }
+
     /// Analyzes `text` into deduplicated terms.
     pub fn terms(analyzer: &Analyzer, text: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -127,15 +223,24 @@ impl Query {
         out
     }
 
+    /// A query of `terms` combined by `op` (no `+`/`-` clauses), bound to
+    /// `corpus`.
     pub fn new(terms: Vec<String>, op: MatchOp, corpus: &Corpus) -> Query {
-        let idf = terms.iter().map(|t| corpus.idf(t)).collect();
-        Query {
+        let o = if op.all_terms() {
+            Occur::Must
+        } else {
+            Occur::Should
+        };
+        let mut q = Query {
+            occur: vec![o; terms.len()],
+            idf: vec![],
             terms,
             op,
-            idf,
-            avgdl: corpus.avgdl(),
+            avgdl: 0.0,
             phrase: vec![],
-        }
+        };
+        q.bind(corpus);
+        q
     }
 
     /// The phrase layout of `text` over `terms` (see [`Query::phrase`]).
@@ -181,17 +286,19 @@ impl Query {
 
     /// Score of a row from the frequency of each term (in `terms` order).
     pub fn score(&self, tf: &[u32], len: u32) -> Option<f32> {
-        let hits = tf.iter().filter(|f| **f > 0).count();
-        if hits == 0 || (self.op.all_terms() && hits < tf.len()) {
-            return None;
-        }
+        let mut wanted = false;
         let mut s = 0f32;
         for (i, f) in tf.iter().enumerate() {
-            if *f > 0 {
-                s += posting::bm25(self.idf[i], *f, len, self.avgdl);
+            match (self.occur[i], *f > 0) {
+                (Occur::Must, false) | (Occur::MustNot, true) => return None,
+                (Occur::MustNot, false) | (Occur::Should, false) => {}
+                (Occur::Must | Occur::Should, true) => {
+                    wanted = true;
+                    s += posting::bm25(self.idf[i], *f, len, self.avgdl);
+                }
             }
         }
-        Some(s)
+        wanted.then_some(s)
     }
 
     /// Frequencies of the terms in `text` and its length in tokens.
@@ -439,12 +546,12 @@ impl FtsSegment {
             for (i, t) in q.terms.iter().enumerate() {
                 if let Some(l) = part.posting(t, cache).await? {
                     lists.push((i, l));
-                } else if q.op.all_terms() {
+                } else if q.required(i) {
                     lists.clear();
                     break;
                 }
             }
-            if lists.is_empty() {
+            if !lists.iter().any(|(i, _)| q.occur[*i] != Occur::MustNot) {
                 continue;
             }
             let part_tokens = part.total_tokens;
@@ -460,7 +567,7 @@ impl FtsSegment {
             let a_local =
                 local_avgdl(part.num_docs(), part_tokens).min(local_avgdl(seg_docs, seg_tokens));
             let a_ratio = (q.avgdl / a_local).max(1.0);
-            let mut cursors: Vec<Cursor> = lists
+            let cursors: Vec<Cursor> = lists
                 .into_iter()
                 .map(|(i, list)| {
                     let idf_local = posting::idf(list.df as u64, part.num_docs() as u64)
@@ -484,21 +591,34 @@ impl FtsSegment {
                     c
                 })
                 .collect();
-            match q.op {
-                MatchOp::Or => wand(part, q, &mut cursors, allow, top, &mut stats)?,
-                MatchOp::And | MatchOp::Phrase => {
-                    intersect(part, q, &mut cursors, allow, top, &mut stats)?
+            let (mut must, mut should, mut not) = (vec![], vec![], vec![]);
+            for c in cursors {
+                match q.occur[c.term] {
+                    Occur::Must => must.push(c),
+                    Occur::Should => should.push(c),
+                    Occur::MustNot => not.push(c),
                 }
+            }
+            let mut extra = Extra {
+                should,
+                not,
+                should_ub: 0.0,
+            };
+            extra.should_ub = extra.should.iter().map(|c| c.ub).sum();
+            if must.is_empty() {
+                wand(part, q, &mut extra, allow, top, &mut stats)?
+            } else {
+                intersect(part, q, &mut must, &mut extra, allow, top, &mut stats)?
             }
         }
         Ok(stats)
     }
 }
 
-fn score_at(
+fn score_at<'a>(
     part: &Partition,
     q: &Query,
-    cursors: &mut [Cursor],
+    cursors: impl Iterator<Item = &'a mut Cursor>,
     d: u32,
     stats: &mut SearchStats,
 ) -> Result<f32> {
@@ -510,7 +630,7 @@ fn score_at(
         tfv = vec![0u32; q.terms.len()];
         &mut tfv
     };
-    for c in cursors.iter_mut().filter(|c| c.doc == d) {
+    for c in cursors.filter(|c| c.doc == d) {
         tf[c.term] = c.tf(stats)?;
     }
     stats.docs_scored += 1;
@@ -524,14 +644,38 @@ fn score_at(
     Ok(s)
 }
 
+/// The cursors of a query's optional (`Should`) and excluded (`MustNot`)
+/// terms, beside those that drive the search.
+struct Extra {
+    should: Vec<Cursor>,
+    not: Vec<Cursor>,
+    /// Upper bound of the optional terms' summed score.
+    should_ub: f32,
+}
+
+impl Extra {
+    /// Whether document `d` holds an excluded term.
+    fn excluded(&mut self, d: u32, stats: &mut SearchStats) -> Result<bool> {
+        for c in self.not.iter_mut() {
+            c.seek(d, stats)?;
+            if c.doc == d {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
 fn wand(
     part: &Partition,
     q: &Query,
-    cursors: &mut Vec<Cursor>,
+    extra: &mut Extra,
     allow: &(dyn Fn(u64) -> bool + Sync),
     top: &mut TopK,
     stats: &mut SearchStats,
 ) -> Result<()> {
+    let mut cursors = std::mem::take(&mut extra.should);
+    let cursors = &mut cursors;
     loop {
         cursors.retain(|c| c.doc != END);
         if cursors.is_empty() {
@@ -579,8 +723,8 @@ fn wand(
         }
         if cursors[0].doc == pd {
             let addr = part.rowaddrs[pd as usize];
-            if allow(addr) {
-                let s = score_at(part, q, cursors, pd, stats)?;
+            if allow(addr) && !extra.excluded(pd, stats)? {
+                let s = score_at(part, q, cursors.iter_mut(), pd, stats)?;
                 top.push(Scored { addr, score: s });
             }
             for c in cursors.iter_mut().filter(|c| c.doc == pd) {
@@ -608,6 +752,7 @@ fn intersect(
     part: &Partition,
     q: &Query,
     cursors: &mut [Cursor],
+    extra: &mut Extra,
     allow: &(dyn Fn(u64) -> bool + Sync),
     top: &mut TopK,
     stats: &mut SearchStats,
@@ -623,7 +768,7 @@ fn intersect(
         if d >= checked_until
             && let Some(t) = top.threshold()
         {
-            let (mut bound, mut end) = (0f32, END);
+            let (mut bound, mut end) = (extra.should_ub, END);
             for c in cursors.iter() {
                 let (b, e) = c.block_bound(d);
                 bound += b;
@@ -651,8 +796,20 @@ fn intersect(
             }
         }
         let addr = part.rowaddrs[d as usize];
-        if allow(addr) && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?) {
-            let s = score_at(part, q, cursors, d, stats)?;
+        if allow(addr)
+            && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
+            && !extra.excluded(d, stats)?
+        {
+            for c in extra.should.iter_mut() {
+                c.seek(d, stats)?;
+            }
+            let s = score_at(
+                part,
+                q,
+                cursors.iter_mut().chain(extra.should.iter_mut()),
+                d,
+                stats,
+            )?;
             top.push(Scored { addr, score: s });
         }
         cursors[0].next(stats)?;
