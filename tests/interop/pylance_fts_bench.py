@@ -4,7 +4,8 @@
 
 Builds an INVERTED index on DATASET's `body` (defaults), then times each
 query of QUERIES.json (`{"q": text, "op": "OR"|"AND", "filter": sql or
-""}`, top 10, a filter being a prefilter): a warm-up run, then the median
+""}`; words written `+w` / `-w` make a BooleanQuery of MUST / MUST_NOT and
+SHOULD clauses; top 10, a filter being a prefilter): a warm-up run, then the median
 of seven. Prints one JSON object: version, build_ms, index_bytes and per
 query its median latency (ms), the ids and the scores returned.
 """
@@ -16,7 +17,7 @@ import sys
 import time
 
 import lance
-from lance.query import FullTextOperator, MatchQuery
+from lance.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
 
 
 def main():
@@ -34,11 +35,18 @@ def main():
     out = {"version": lance.__version__, "build_ms": build_ms, "index_bytes": size, "queries": []}
     for q in queries:
         op = FullTextOperator.AND if q["op"] == "AND" else FullTextOperator.OR
+        words = q["q"].split()
+        if any(w[0] in "+-" for w in words):
+            occur = {"+": Occur.MUST, "-": Occur.MUST_NOT}
+            fq = BooleanQuery([(occur.get(w[0], Occur.SHOULD), MatchQuery(w.lstrip("+-"), "body"))
+                               for w in words])
+        else:
+            fq = MatchQuery(q["q"], "body", operator=op)
         kw = {"filter": q["filter"], "prefilter": True} if q["filter"] else {}
 
         def run():
             sc = ds.scanner(columns=["id", "_score"], limit=10,
-                            full_text_query=MatchQuery(q["q"], "body", operator=op), **kw)
+                            full_text_query=fq, **kw)
             return sc.to_table()
 
         run()

@@ -1,7 +1,8 @@
 //! Full-text search benchmark, measured in one run on 1,000,000 documents
 //! (`FATHOM_BENCH_ROWS`) of 10–40 words from a Zipf vocabulary of 50,000
 //! words: top-10 for a word in ~1 % of documents, for a frequent word,
-//! for two words with AND, for three terms with OR, and a word combined
+//! for two words with AND, for three terms with OR, a boolean query
+//! (`+required optional -excluded`), and a word combined
 //! with a B-tree range on `id`, ours through SQL (`fts(...)`, index path)
 //! beside the same query with no index (every row tokenized) and beside
 //! pylance 14 on a copy of the same dataset (where pylance is installed);
@@ -264,6 +265,17 @@ async fn main() {
                 word_at(&df, n, 0.02),
                 word_at(&df, n, 0.005),
                 word_at(&df, n, 0.001)
+            ),
+            op: "OR",
+            filter: String::new(),
+        },
+        Q {
+            name: "boolean: +a b -c",
+            q: format!(
+                "+{} {} -{}",
+                word_at(&df, n, 0.02),
+                word_at(&df, n, 0.01),
+                word_at(&df, n, 0.1)
             ),
             op: "OR",
             filter: String::new(),
