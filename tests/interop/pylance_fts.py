@@ -6,7 +6,8 @@
 
 `write` makes `body` from a Zipf vocabulary of made-up words (seeded), a
 few rows NULL or stop words only. `search` prints, as JSON, for every
-query (`{"q": text, "op": "OR"|"AND"}`) the ids and `_score` pylance
+query (`{"q": text, "op": "OR"|"AND"|"PHRASE"}`; `+w` / `-w` words make a
+BooleanQuery, a phrase is `"a b"` or `"a b"~slop`) the ids and `_score` pylance
 returns (best first), the index types it lists and whether its plan used
 the index.
 """
@@ -53,11 +54,22 @@ def main():
     elif cmd == "search":
         k = int(sys.argv[3])
         ds = lance.dataset(uri)
-        from lance.query import FullTextOperator as Operator, MatchQuery
+        import re
+        from lance.query import BooleanQuery, FullTextOperator as Operator, MatchQuery, Occur, PhraseQuery
         out = {"types": sorted(i["type"] for i in ds.list_indices()), "results": []}
         for q in json.load(sys.stdin):
             op = Operator.AND if q["op"] == "AND" else Operator.OR
-            fq = MatchQuery(q["q"], "body", operator=op)
+            words = q["q"].split()
+            if q["op"] == "PHRASE":
+                # "a b"~N: a phrase with slop N.
+                m = re.fullmatch(r'"(.*)"(?:~(\d+))?', q["q"])
+                fq = PhraseQuery(m.group(1), "body", slop=int(m.group(2) or 0))
+            elif any(w[0] in "+-" for w in words):
+                occur = {"+": Occur.MUST, "-": Occur.MUST_NOT}
+                fq = BooleanQuery([(occur.get(w[0], Occur.SHOULD), MatchQuery(w.lstrip("+-"), "body"))
+                                   for w in words])
+            else:
+                fq = MatchQuery(q["q"], "body", operator=op)
             sc = ds.scanner(columns=["id", "_score"], full_text_query=fq, limit=k)
             t = sc.to_table()
             out["results"].append({"ids": t["id"].to_pylist(), "scores": t["_score"].to_pylist()})

@@ -539,7 +539,8 @@ fn match_args(args: &[Expr]) -> Option<(String, String, MatchOp, Option<String>)
 }
 
 fn default_op(query: &str) -> MatchOp {
-    if query.len() >= 2 && query.starts_with('"') && query.ends_with('"') {
+    let quoted = fathom_index::fts::search::split_slop(query).map_or(query, |(q, _)| q);
+    if quoted.len() >= 2 && quoted.starts_with('"') && quoted.ends_with('"') {
         MatchOp::Phrase
     } else {
         MatchOp::Or

@@ -117,6 +117,27 @@ pub struct Query {
     /// to the first token (stop words removed from the phrase still
     /// count, as in the documents' positions).
     pub phrase: Vec<(usize, u32)>,
+    /// Phrase queries: other tokens allowed between consecutive query
+    /// tokens (`"a b"~2`).
+    pub slop: u32,
+}
+
+/// A phrase query's text and slop: `"a b"~N` is the phrase `"a b"` with
+/// slop N (Lucene's syntax); any other text has slop 0.
+pub fn split_slop(text: &str) -> Result<(&str, u32)> {
+    let t = text.trim_end();
+    if let Some(i) = t.rfind("\"~") {
+        let n = &t[i + 2..];
+        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+            let slop = n.parse::<u32>().map_err(|_| {
+                crate::error::Error::InvalidInput(format!(
+                    "full-text query '{text}': slop {n} is too large"
+                ))
+            })?;
+            return Ok((&t[..i + 1], slop));
+        }
+    }
+    Ok((text, 0))
 }
 
 /// How a term takes part in a query, as a boolean query's clause.
@@ -142,7 +163,10 @@ impl Query {
         let mut terms: Vec<String> = Vec::new();
         let mut occur: Vec<Occur> = Vec::new();
         let mut phrase = vec![];
+        let mut slop = 0;
         if op == MatchOp::Phrase {
+            let (text, n) = split_slop(text)?;
+            slop = n;
             terms = Query::terms(analyzer, text);
             occur = vec![Occur::Must; terms.len()];
             phrase = Query::phrase_of(analyzer, text, &terms);
@@ -192,6 +216,7 @@ impl Query {
             occur,
             avgdl: 0.0,
             phrase,
+            slop,
         })
     }
 
@@ -238,6 +263,7 @@ impl Query {
             op,
             avgdl: 0.0,
             phrase: vec![],
+            slop: 0,
         };
         q.bind(corpus);
         q
@@ -257,17 +283,28 @@ impl Query {
     }
 
     /// Whether a row whose term `i` is at positions `pos[i]` (ascending)
-    /// holds the phrase.
+    /// holds the phrase: each query token after the first at its offset
+    /// from the previous one, or up to `slop` positions further (order
+    /// kept, as Lance's `PhraseQuery` slop).
     pub fn phrase_at(&self, pos: &[&[u32]]) -> bool {
-        let Some(&(t0, off0)) = self.phrase.first() else {
+        fn chain(phrase: &[(usize, u32)], pos: &[&[u32]], j: usize, prev: u32, slop: u32) -> bool {
+            let Some(&(t, off)) = phrase.get(j) else {
+                return true;
+            };
+            let lo = prev.saturating_add(off - phrase[j - 1].1);
+            let hi = lo.saturating_add(slop);
+            let p = pos[t];
+            p[p.partition_point(|x| *x < lo)..]
+                .iter()
+                .take_while(|x| **x <= hi)
+                .any(|&x| chain(phrase, pos, j + 1, x, slop))
+        }
+        let Some(&(t0, _)) = self.phrase.first() else {
             return true;
         };
-        pos[t0].iter().any(|&s| {
-            s >= off0
-                && self.phrase[1..]
-                    .iter()
-                    .all(|&(t, off)| pos[t].binary_search(&(s - off0 + off)).is_ok())
-        })
+        pos[t0]
+            .iter()
+            .any(|&s| chain(&self.phrase, pos, 1, s, self.slop))
     }
 
     /// Frequencies, length and positions of the terms in `text`.
