@@ -2,8 +2,9 @@
 
   python3 pylance_fts_bench.py DATASET QUERIES.json
 
-Builds an INVERTED index on DATASET's `body` (defaults), then times each
-query of QUERIES.json (`{"q": text, "op": "OR"|"AND", "filter": sql or
+Builds an INVERTED index on DATASET's `body` (defaults, with positions),
+then times each
+query of QUERIES.json (`{"q": text, "op": "OR"|"AND"|"PHRASE", "filter": sql or
 ""}`; words written `+w` / `-w` make a BooleanQuery of MUST / MUST_NOT and
 SHOULD clauses; top 10, a filter being a prefilter): a warm-up run, then the median
 of seven. Prints one JSON object: version, build_ms, index_bytes and per
@@ -12,12 +13,13 @@ query its median latency (ms), the ids and the scores returned.
 import json
 import logging
 import os
+import re
 import statistics
 import sys
 import time
 
 import lance
-from lance.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
+from lance.query import BooleanQuery, FullTextOperator, MatchQuery, Occur, PhraseQuery
 
 
 def main():
@@ -26,7 +28,7 @@ def main():
     queries = json.load(open(qfile))
     ds = lance.dataset(uri)
     t = time.perf_counter()
-    ds.create_scalar_index("body", "INVERTED", name="body_idx", replace=True)
+    ds.create_scalar_index("body", "INVERTED", name="body_idx", with_position=True, replace=True)
     build_ms = (time.perf_counter() - t) * 1e3
     ds = lance.dataset(uri)
     uuid = next(i["uuid"] for i in ds.list_indices() if i["name"] == "body_idx")
@@ -36,7 +38,10 @@ def main():
     for q in queries:
         op = FullTextOperator.AND if q["op"] == "AND" else FullTextOperator.OR
         words = q["q"].split()
-        if any(w[0] in "+-" for w in words):
+        if q["op"] == "PHRASE":
+            m = re.fullmatch(r'"(.*)"(?:~(\d+))?', q["q"])
+            fq = PhraseQuery(m.group(1), "body", slop=int(m.group(2) or 0))
+        elif any(w[0] in "+-" for w in words):
             occur = {"+": Occur.MUST, "-": Occur.MUST_NOT}
             fq = BooleanQuery([(occur.get(w[0], Occur.SHOULD), MatchQuery(w.lstrip("+-"), "body"))
                                for w in words])

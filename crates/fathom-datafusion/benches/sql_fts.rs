@@ -1,12 +1,13 @@
 //! Full-text search benchmark, measured in one run on 1,000,000 documents
 //! (`FATHOM_BENCH_ROWS`) of 10–40 words from a Zipf vocabulary of 50,000
 //! words: top-10 for a word in ~1 % of documents, for a frequent word,
-//! for two words with AND, for three terms with OR, a boolean query
+//! for two words with AND, for three terms with OR, a two-word phrase, a
+//! boolean query
 //! (`+required optional -excluded`), and a word combined
 //! with a B-tree range on `id`, ours through SQL (`fts(...)`, index path)
 //! beside the same query with no index (every row tokenized) and beside
 //! pylance 14 on a copy of the same dataset (where pylance is installed);
-//! index build time and size beside pylance's. Every top-10's scores are
+//! index build time and size beside pylance's (both with positions). Every top-10's scores are
 //! checked against pylance's, place by place (tied ids may differ).
 //!
 //! Run: `cargo bench -p fathom-datafusion --bench sql_fts --profile bench-fast`
@@ -270,6 +271,12 @@ async fn main() {
             filter: String::new(),
         },
         Q {
+            name: "two-word phrase",
+            q: format!("\"{} {}\"", word(0), word(1)),
+            op: "PHRASE",
+            filter: String::new(),
+        },
+        Q {
             name: "boolean: +a b -c",
             q: format!(
                 "+{} {} -{}",
@@ -316,9 +323,12 @@ async fn main() {
         .await
         .unwrap();
     let t = Instant::now();
-    run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
-        .await
-        .unwrap();
+    run_sql(
+        &ctx,
+        "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
+    )
+    .await
+    .unwrap();
     let build_ms = t.elapsed().as_secs_f64() * 1e3;
     let ds = Dataset::open(&uri).await.unwrap();
     let seg = ds

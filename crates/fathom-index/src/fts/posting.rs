@@ -260,11 +260,26 @@ pub fn encode_positions(positions: &[Vec<u32>]) -> (Vec<u8>, Vec<u32>) {
 
 /// Decodes one block's positions: `freqs` gives each document's count.
 pub fn decode_positions(stream: &[u8], freqs: &[u32]) -> Result<Vec<Vec<u32>>> {
+    let mut flat = Vec::new();
+    decode_positions_into(stream, freqs, &mut flat)?;
+    let mut out = Vec::with_capacity(freqs.len());
+    let mut at = 0;
+    for f in freqs {
+        out.push(flat[at..at + *f as usize].to_vec());
+        at += *f as usize;
+    }
+    Ok(out)
+}
+
+/// As [`decode_positions`], into one buffer: document `i`'s positions
+/// are `out[sum(freqs[..i])..][..freqs[i]]`.
+pub fn decode_positions_into(stream: &[u8], freqs: &[u32], out: &mut Vec<u32>) -> Result<()> {
     let total: usize = freqs.iter().map(|f| *f as usize).sum();
     let bp = BitPacker4x::new();
-    let mut values = Vec::with_capacity(total);
+    out.clear();
+    out.reserve(total);
     let mut pos = 0;
-    while total - values.len() >= BLOCK {
+    while total - out.len() >= BLOCK {
         let bw = *stream
             .get(pos)
             .ok_or_else(|| corrupt("a position stream is truncated"))?;
@@ -274,25 +289,21 @@ pub fn decode_positions(stream: &[u8], freqs: &[u32]) -> Result<Vec<Vec<u32>>> {
         }
         let mut chunk = [0u32; BLOCK];
         bp.decompress(&stream[pos + 1..end], &mut chunk, bw);
-        values.extend_from_slice(&chunk);
+        out.extend_from_slice(&chunk);
         pos = end;
     }
-    while values.len() < total {
-        values.push(get_varint(stream, &mut pos)? as u32);
+    while out.len() < total {
+        out.push(get_varint(stream, &mut pos)? as u32);
     }
-    let mut out = Vec::with_capacity(freqs.len());
-    let mut it = values.into_iter();
+    // Deltas within each document to absolute positions.
+    let mut at = 0;
     for f in freqs {
-        let mut doc = Vec::with_capacity(*f as usize);
-        let mut prev = 0u32;
-        for i in 0..*f {
-            let v = it.next().unwrap_or(0);
-            prev = if i == 0 { v } else { prev.saturating_add(v) };
-            doc.push(prev);
+        for i in at + 1..at + *f as usize {
+            out[i] = out[i - 1].saturating_add(out[i]);
         }
-        out.push(doc);
+        at += *f as usize;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

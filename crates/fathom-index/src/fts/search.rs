@@ -459,7 +459,16 @@ struct Cursor {
     pos: usize,
     doc: u32,
     /// Positions of the decoded block's documents (phrase queries).
-    positions: Option<(usize, Vec<Vec<u32>>)>,
+    positions: BlockPositions,
+}
+
+/// A block's positions, flat: document `i`'s are
+/// `flat[starts[i]..starts[i + 1]]`.
+#[derive(Default)]
+struct BlockPositions {
+    block: Option<usize>,
+    flat: Vec<u32>,
+    starts: Vec<u32>,
 }
 
 const END: u32 = u32::MAX;
@@ -487,18 +496,32 @@ impl Cursor {
     }
 
     /// Positions of the current document.
-    fn positions(&mut self, stats: &mut SearchStats) -> Result<&[u32]> {
+    /// Decodes the current block's positions (once per block).
+    fn load_positions(&mut self, stats: &mut SearchStats) -> Result<()> {
         self.ensure(stats)?;
-        if self
-            .positions
-            .as_ref()
-            .is_none_or(|(b, _)| *b != self.block)
-        {
-            let p = self.list.block_positions(self.block, &self.freqs)?;
-            self.positions = Some((self.block, p));
+        if self.positions.block != Some(self.block) {
+            let p = &mut self.positions;
+            self.list
+                .block_positions(self.block, &self.freqs, &mut p.flat)?;
+            p.starts.clear();
+            let mut at = 0u32;
+            for f in &self.freqs {
+                p.starts.push(at);
+                at += f;
+            }
+            p.starts.push(at);
+            p.block = Some(self.block);
         }
-        let (_, p) = self.positions.as_ref().expect("set above");
-        Ok(p.get(self.pos).map_or(&[][..], |v| v.as_slice()))
+        Ok(())
+    }
+
+    /// Positions of the current document (after `load_positions`).
+    fn positions(&self) -> &[u32] {
+        let p = &self.positions;
+        match (p.starts.get(self.pos), p.starts.get(self.pos + 1)) {
+            (Some(a), Some(b)) => &p.flat[*a as usize..*b as usize],
+            _ => &[],
+        }
     }
 
     fn next(&mut self, stats: &mut SearchStats) -> Result<()> {
@@ -622,7 +645,7 @@ impl FtsSegment {
                         freqs: Vec::with_capacity(BLOCK),
                         pos: 0,
                         doc: 0,
-                        positions: None,
+                        positions: BlockPositions::default(),
                     };
                     c.enter_block(0);
                     c
@@ -777,12 +800,21 @@ fn wand(
 
 /// Whether the document every cursor is on holds the phrase.
 fn phrase_here(q: &Query, cursors: &mut [Cursor], stats: &mut SearchStats) -> Result<bool> {
-    let mut pos: Vec<Vec<u32>> = vec![Vec::new(); q.terms.len()];
     for c in cursors.iter_mut() {
-        pos[c.term] = c.positions(stats)?.to_vec();
+        c.load_positions(stats)?;
     }
-    let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
-    Ok(q.phrase_at(&refs))
+    let mut small: [&[u32]; 16] = [&[]; 16];
+    let mut big;
+    let refs: &mut [&[u32]] = if q.terms.len() <= 16 {
+        &mut small[..q.terms.len()]
+    } else {
+        big = vec![&[][..]; q.terms.len()];
+        &mut big
+    };
+    for c in cursors.iter() {
+        refs[c.term] = c.positions();
+    }
+    Ok(q.phrase_at(refs))
 }
 
 fn intersect(

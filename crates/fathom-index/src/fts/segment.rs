@@ -104,7 +104,9 @@ impl PostingList {
     }
 
     /// Positions of block `b`'s documents.
-    pub fn block_positions(&self, b: usize, freqs: &[u32]) -> Result<Vec<Vec<u32>>> {
+    /// Positions of block `b`'s documents, flat (see
+    /// [`posting::decode_positions_into`]).
+    pub fn block_positions(&self, b: usize, freqs: &[u32], out: &mut Vec<u32>) -> Result<()> {
         let (bytes, offs) = self.positions.as_ref().ok_or_else(|| {
             Error::InvalidInput("phrase queries need an index built with with_position".into())
         })?;
@@ -115,7 +117,7 @@ impl PostingList {
                 "corrupt inverted index: position offsets out of range".into(),
             ));
         }
-        posting::decode_positions(&bytes[start..end], freqs)
+        posting::decode_positions_into(&bytes[start..end], freqs, out)
     }
 
     fn bytes(&self) -> usize {
