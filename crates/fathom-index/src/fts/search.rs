@@ -865,10 +865,7 @@ fn intersect(
             }
         }
         let addr = part.rowaddrs[d as usize];
-        if allow(addr)
-            && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
-            && !extra.excluded(d, stats)?
-        {
+        if allow(addr) && !extra.excluded(d, stats)? {
             for c in extra.should.iter_mut() {
                 c.seek(d, stats)?;
             }
@@ -879,7 +876,13 @@ fn intersect(
                 d,
                 stats,
             )?;
-            top.push(Scored { addr, score: s });
+            // Positions are read only for a row whose score could enter
+            // (a phrase scores as its words' AND).
+            if top.threshold().is_none_or(|t| s >= t)
+                && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
+            {
+                top.push(Scored { addr, score: s });
+            }
         }
         cursors[0].next(stats)?;
         d = cursors[0].doc;
