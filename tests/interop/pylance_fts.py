@@ -54,22 +54,10 @@ def main():
     elif cmd == "search":
         k = int(sys.argv[3])
         ds = lance.dataset(uri)
-        import re
-        from lance.query import BooleanQuery, FullTextOperator as Operator, MatchQuery, Occur, PhraseQuery
+        from fts_query import full_text_query
         out = {"types": sorted(i["type"] for i in ds.list_indices()), "results": []}
         for q in json.load(sys.stdin):
-            op = Operator.AND if q["op"] == "AND" else Operator.OR
-            words = q["q"].split()
-            if q["op"] == "PHRASE":
-                # "a b"~N: a phrase with slop N.
-                m = re.fullmatch(r'"(.*)"(?:~(\d+))?', q["q"])
-                fq = PhraseQuery(m.group(1), "body", slop=int(m.group(2) or 0))
-            elif any(w[0] in "+-" for w in words):
-                occur = {"+": Occur.MUST, "-": Occur.MUST_NOT}
-                fq = BooleanQuery([(occur.get(w[0], Occur.SHOULD), MatchQuery(w.lstrip("+-"), "body"))
-                                   for w in words])
-            else:
-                fq = MatchQuery(q["q"], "body", operator=op)
+            fq = full_text_query(q["q"], q["op"])
             sc = ds.scanner(columns=["id", "_score"], full_text_query=fq, limit=k)
             t = sc.to_table()
             out["results"].append({"ids": t["id"].to_pylist(), "scores": t["_score"].to_pylist()})

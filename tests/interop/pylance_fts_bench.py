@@ -13,13 +13,13 @@ query its median latency (ms), the ids and the scores returned.
 import json
 import logging
 import os
-import re
 import statistics
 import sys
 import time
 
 import lance
-from lance.query import BooleanQuery, FullTextOperator, MatchQuery, Occur, PhraseQuery
+
+from fts_query import full_text_query
 
 
 def main():
@@ -36,17 +36,7 @@ def main():
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
     out = {"version": lance.__version__, "build_ms": build_ms, "index_bytes": size, "queries": []}
     for q in queries:
-        op = FullTextOperator.AND if q["op"] == "AND" else FullTextOperator.OR
-        words = q["q"].split()
-        if q["op"] == "PHRASE":
-            m = re.fullmatch(r'"(.*)"(?:~(\d+))?', q["q"])
-            fq = PhraseQuery(m.group(1), "body", slop=int(m.group(2) or 0))
-        elif any(w[0] in "+-" for w in words):
-            occur = {"+": Occur.MUST, "-": Occur.MUST_NOT}
-            fq = BooleanQuery([(occur.get(w[0], Occur.SHOULD), MatchQuery(w.lstrip("+-"), "body"))
-                               for w in words])
-        else:
-            fq = MatchQuery(q["q"], "body", operator=op)
+        fq = full_text_query(q["q"], q["op"])
         kw = {"filter": q["filter"], "prefilter": True} if q["filter"] else {}
 
         def run():

@@ -26,33 +26,34 @@
 
 use std::sync::Arc;
 
-use arrow_array::BooleanArray;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::ScalarValue;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::datasource::{TableProvider, TableType, provider_as_source, source_as_provider};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, LogicalPlan, Projection as LProjection, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Sort, TableProviderFilterPushDown, TableScan, Volatility,
+    Expr, LogicalPlan, Projection as LProjection, Sort, TableProviderFilterPushDown, TableScan,
 };
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::prelude::lit;
 use fathom_index::fts::search::Query;
 use fathom_index::fts::{Analyzer, FtsParams, MatchOp, is_fts};
 use fathom_table::format::IndexMetadata;
 use fathom_table::{Dataset, ROW_ADDR};
 use roaring::RoaringBitmap;
 
-use crate::exec::fts::{FtsExec, FtsSpec, text_at};
+use crate::exec::fts::{FtsExec, FtsSpec};
 use crate::exec::knn::KnnSegment;
 use crate::knn::{inner_scan, scan_schema, unqualified, winner_columns};
 use crate::provider::FathomTable;
 use crate::util::block_on;
+
+mod text_match;
+pub use text_match::{TEXT_MATCH, TextMatchUdf, text_match_udf};
+pub(crate) use text_match::{bind_text_match, default_op, routed_match};
 
 /// The score column `fts(...)` adds.
 pub const SCORE_COLUMN: &str = "_score";
@@ -494,251 +495,4 @@ impl OptimizerRule for FtsRule {
             None => Ok(Transformed::no(plan)),
         }
     }
-}
-
-/// `text_match(column, query [, 'OR' | 'AND' | 'PHRASE'])`: whether the
-/// text matches the query (any term, every term, or the phrase; a query in
-/// double quotes is a phrase), analyzed as the column's inverted index
-/// analyzes documents (the default analyzer without one). In WHERE over a
-/// Fathom table, a `text_match` that the other filters are ANDed with is
-/// answered by the inverted index (the rest are prefilters); anywhere
-/// else it is evaluated row by row. NULL text is NULL.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct TextMatchUdf {
-    signature: Signature,
-}
-
-impl Default for TextMatchUdf {
-    fn default() -> Self {
-        TextMatchUdf {
-            signature: Signature::variadic_any(Volatility::Immutable),
-        }
-    }
-}
-
-/// The name of the match function.
-pub const TEXT_MATCH: &str = "text_match";
-
-/// The scalar arguments after the text: query, operator, and the
-/// analysis parameters (JSON, added by the table provider from the index).
-fn match_args(args: &[Expr]) -> Option<(String, String, MatchOp, Option<String>)> {
-    let column = match args.first()? {
-        Expr::Column(c) => c.name.clone(),
-        _ => return None,
-    };
-    let query = text_arg(args.get(1))?;
-    let op = match args.get(2) {
-        None => default_op(&query),
-        Some(e) => MatchOp::parse(&text_arg(Some(e))?)?,
-    };
-    let params = match args.get(3) {
-        None => None,
-        Some(e) => Some(text_arg(Some(e))?),
-    };
-    Some((column, query, op, params))
-}
-
-fn default_op(query: &str) -> MatchOp {
-    let quoted = fathom_index::fts::search::split_slop(query).map_or(query, |(q, _)| q);
-    if quoted.len() >= 2 && quoted.starts_with('"') && quoted.ends_with('"') {
-        MatchOp::Phrase
-    } else {
-        MatchOp::Or
-    }
-}
-
-fn scalar_text(name: &str, c: &ColumnarValue) -> Result<Option<String>> {
-    match c {
-        ColumnarValue::Scalar(
-            ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s),
-        ) => Ok(s.clone()),
-        _ => Err(DataFusionError::Plan(format!(
-            "text_match: the {name} must be a constant string"
-        ))),
-    }
-}
-
-impl ScalarUDFImpl for TextMatchUdf {
-    fn name(&self) -> &str {
-        TEXT_MATCH
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        if !(2..=4).contains(&args.len()) {
-            return Err(DataFusionError::Plan(
-                "usage: text_match(text_column, 'query' [, 'OR' | 'AND' | 'PHRASE'])".into(),
-            ));
-        }
-        for (i, a) in args.iter().enumerate() {
-            if !matches!(
-                a,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-            ) {
-                return Err(DataFusionError::Plan(format!(
-                    "text_match: argument {} must be text, got {a}",
-                    i + 1
-                )));
-            }
-        }
-        Ok(DataType::Boolean)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let a = &args.args;
-        let query = scalar_text("query", &a[1])?.unwrap_or_default();
-        let op = match a.get(2) {
-            None => default_op(&query),
-            Some(c) => {
-                let s = scalar_text("operator", c)?.unwrap_or_default();
-                MatchOp::parse(&s).ok_or_else(|| {
-                    DataFusionError::Plan(format!(
-                        "text_match: the operator is 'OR', 'AND' or 'PHRASE', got '{s}'"
-                    ))
-                })?
-            }
-        };
-        let params = match a.get(3) {
-            Some(c) => match scalar_text("analysis parameters", c)? {
-                Some(j) => {
-                    FtsParams::from_json(&j).map_err(|e| DataFusionError::Plan(e.to_string()))?
-                }
-                None => FtsParams::default(),
-            },
-            None => FtsParams::default(),
-        };
-        let analyzer = Analyzer::new(&params).map_err(|e| DataFusionError::Plan(e.to_string()))?;
-        let probe = Query::parse(&analyzer, &query, op)
-            .map_err(|e| DataFusionError::Plan(format!("text_match: {e}")))?;
-        let matches = |t: &str| -> bool {
-            if !probe.can_match() {
-                return false;
-            }
-            if op == MatchOp::Phrase {
-                let (tf, _, pos) = probe.row_positions(&analyzer, t);
-                let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
-                tf.iter().all(|f| *f > 0) && probe.phrase_at(&refs)
-            } else {
-                let (tf, len) = probe.row(&analyzer, t);
-                probe.score(&tf, len).is_some()
-            }
-        };
-        match &a[0] {
-            ColumnarValue::Scalar(s) => {
-                let v = match s {
-                    ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => {
-                        s.as_deref().map(matches)
-                    }
-                    _ => None,
-                };
-                Ok(ColumnarValue::Scalar(ScalarValue::Boolean(v)))
-            }
-            ColumnarValue::Array(arr) => {
-                let out: BooleanArray = (0..arr.len())
-                    .map(|i| text_at(arr, i).map(matches))
-                    .collect();
-                Ok(ColumnarValue::Array(Arc::new(out)))
-            }
-        }
-    }
-}
-
-/// The `text_match` function.
-pub fn text_match_udf() -> ScalarUDF {
-    ScalarUDF::new_from_impl(TextMatchUdf::default())
-}
-
-fn is_text_match(e: &Expr) -> Option<&[Expr]> {
-    match e {
-        Expr::ScalarFunction(f) if f.func.inner().downcast_ref::<TextMatchUdf>().is_some() => {
-            Some(&f.args)
-        }
-        _ => None,
-    }
-}
-
-/// `filters` with every `text_match` call on a column of `ds` given the
-/// analysis parameters of that column's inverted index, so that rows the
-/// index does not cover are matched as the index matches (the default
-/// analyzer without an index).
-pub(crate) async fn bind_text_match(
-    ds: &Dataset,
-    cache: &fathom_index::IndexCache,
-    filters: &[Expr],
-) -> Result<Vec<Expr>> {
-    // The parameters of each column named by a text_match.
-    let mut params: std::collections::HashMap<String, String> = Default::default();
-    for f in filters {
-        let mut columns = vec![];
-        f.apply(|e| {
-            if let Some((column, _, _, None)) = is_text_match(e).and_then(match_args) {
-                columns.push(column);
-            }
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-        })?;
-        for column in columns {
-            if params.contains_key(&column) {
-                continue;
-            }
-            let Ok(c) = ds.schema().index_of(&column) else {
-                continue;
-            };
-            let json = match fts_segments(ds, c).1.first() {
-                Some(s) => {
-                    fathom_index::fts::FtsSegment::load(ds.store(), ds.root(), &s.meta, cache)
-                        .await
-                        .map_err(|e| DataFusionError::External(Box::new(e)))?
-                        .params
-                        .to_json()
-                }
-                None => FtsParams::default().to_json(),
-            };
-            params.insert(column, json);
-        }
-    }
-    if params.is_empty() {
-        return Ok(filters.to_vec());
-    }
-    filters
-        .iter()
-        .map(|f| {
-            Ok(f.clone()
-                .transform(|e| {
-                    let Some((column, query, op, None)) = is_text_match(&e).and_then(match_args)
-                    else {
-                        return Ok(Transformed::no(e));
-                    };
-                    let Some(json) = params.get(&column) else {
-                        return Ok(Transformed::no(e));
-                    };
-                    let Expr::ScalarFunction(f) = &e else {
-                        return Ok(Transformed::no(e));
-                    };
-                    let mut call = f.clone();
-                    call.args = vec![
-                        f.args[0].clone(),
-                        lit(query),
-                        lit(op.name()),
-                        lit(json.clone()),
-                    ];
-                    Ok(Transformed::yes(Expr::ScalarFunction(call)))
-                })?
-                .data)
-        })
-        .collect()
-}
-
-/// The `text_match` an index can answer for these filters: a top-level
-/// conjunct on a column with an inverted index (the others become its
-/// prefilters).
-pub(crate) fn routed_match(ds: &Dataset, filters: &[Expr]) -> Option<(usize, Search)> {
-    filters.iter().enumerate().find_map(|(i, f)| {
-        let (column, query, op, _) = match_args(is_text_match(f)?)?;
-        let c = ds.schema().index_of(&column).ok()?;
-        let (_, segs) = fts_segments(ds, c);
-        (!segs.is_empty()).then_some((i, Search { column, query, op }))
-    })
 }
