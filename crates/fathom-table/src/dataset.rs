@@ -342,11 +342,12 @@ impl Dataset {
     pub async fn commit(&self, op: Operation) -> Result<Self> {
         check_flags(&self.manifest, &self.uri, true)?;
         // New data files must be of the dataset's version.
-        let added = match &op {
-            Operation::Append { fragments } => fragments.as_slice(),
-            Operation::Update { new, .. } => new.as_slice(),
-            Operation::Overwrite { fragments, .. } => fragments.as_slice(),
-            _ => &[],
+        let added: Vec<&Fragment> = match &op {
+            Operation::Append { fragments } => fragments.iter().collect(),
+            Operation::Update { new, .. } => new.iter().collect(),
+            Operation::Overwrite { fragments, .. } => fragments.iter().collect(),
+            Operation::Rewrite { groups } => groups.iter().flat_map(|g| &g.new).collect(),
+            _ => vec![],
         };
         if let Some(f) = added.iter().flat_map(|f| &f.files).find(|f| {
             format!("{}.{}", f.file_major_version, f.file_minor_version)

@@ -14,6 +14,7 @@
 mod address;
 pub mod cleanup;
 pub mod commit;
+pub mod compact;
 pub mod dataset;
 pub mod deletion;
 pub mod error;
@@ -37,6 +38,7 @@ pub mod write;
 
 pub use address::{FragmentId, RowAddress, RowSet};
 pub use cleanup::{CleanupPolicy, CleanupStats};
+pub use compact::{CompactionMetrics, CompactionOptions, CompactionPlan, plan_compaction};
 pub use dataset::{Dataset, WriteMode};
 pub use error::{Error, Result};
 pub use format::{DataFile, DeletionFile, Fragment, IndexMetadata, Manifest};

@@ -93,6 +93,25 @@ impl RowIdSequence {
         RowIdSequence(vec![Segment::Range(range)])
     }
 
+    /// The sequence of `ids` in this order: one range when they are
+    /// consecutive, else a sorted or plain array.
+    pub fn from_ids(ids: &[u64]) -> Self {
+        match (ids.first(), ids.last()) {
+            (None, _) | (_, None) => RowIdSequence(vec![]),
+            (Some(&a), Some(&b))
+                if b >= a
+                    && b - a + 1 == ids.len() as u64
+                    && ids.windows(2).all(|w| w[1] == w[0] + 1) =>
+            {
+                Self::from_range(a..b + 1)
+            }
+            _ if ids.windows(2).all(|w| w[0] < w[1]) => {
+                RowIdSequence(vec![Segment::SortedArray(ids.to_vec())])
+            }
+            _ => RowIdSequence(vec![Segment::Array(ids.to_vec())]),
+        }
+    }
+
     /// Decodes the protobuf bytes stored inline in a fragment.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         let seq =

@@ -8,6 +8,7 @@
 //! | Update | ok | conflict if same fragments | conflict if same fragments | ok | conflict |
 //! | CreateIndex | ok | ok | ok | conflict if same name | conflict |
 //! | Overwrite/Restore | conflict | conflict | conflict | conflict | conflict |
+//! | Rewrite (compaction) | ok | conflict if same fragments | conflict if same fragments | ok (rewritten fragments leave its coverage) | conflict |
 
 use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
@@ -47,6 +48,10 @@ pub enum Operation {
     },
     /// Make an old version the latest.
     Restore { version: u64 },
+    /// Compaction: in each group the old fragments' live rows were
+    /// rewritten, in order, as the new fragments (ids assigned at commit).
+    /// Index segments stop covering the old fragments in the same commit.
+    Rewrite { groups: Vec<RewriteGroup> },
     /// Rows rewritten: fragments removed or updated, new fragments added.
     Update {
         removed_ids: Vec<u64>,
@@ -54,6 +59,13 @@ pub enum Operation {
         new: Vec<Fragment>,
         fields_modified: Vec<u32>,
     },
+}
+
+/// Old fragments and the fragments their live rows were rewritten into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewriteGroup {
+    pub old: Vec<Fragment>,
+    pub new: Vec<Fragment>,
 }
 
 impl Operation {
@@ -65,6 +77,7 @@ impl Operation {
             Operation::CreateIndex { .. } => "CreateIndex",
             Operation::Restore { .. } => "Restore",
             Operation::Update { .. } => "Update",
+            Operation::Rewrite { .. } => "Rewrite",
         }
     }
 
@@ -88,6 +101,10 @@ impl Operation {
                 .iter()
                 .map(|f| f.id)
                 .chain(removed_ids.iter().copied())
+                .collect(),
+            Operation::Rewrite { groups } => groups
+                .iter()
+                .flat_map(|g| g.old.iter().map(|f| f.id))
                 .collect(),
             _ => HashSet::new(),
         }
@@ -235,6 +252,22 @@ pub fn apply(
             let new = assign_ids(base, &mut next_frag, &mut next_row, new);
             m.fragments.extend(new);
         }
+        Operation::Rewrite { groups } => {
+            let mut rewritten = RoaringBitmap::new();
+            for g in groups {
+                let new = assign_ids(base, &mut next_frag, &mut next_row, &g.new);
+                replace_group(&mut m.fragments, &g.old, new, base.version)?;
+                rewritten.extend(g.old.iter().map(|f| f.id as u32));
+            }
+            // Segments name rows by their old addresses: the rewritten
+            // fragments leave every segment's coverage (scanned flat until
+            // an index is extended over the new fragments).
+            for i in &mut m.indices {
+                if let Some(b) = &mut i.fragment_bitmap {
+                    *b -= &rewritten;
+                }
+            }
+        }
         Operation::Overwrite {
             fragments,
             schema,
@@ -280,6 +313,46 @@ pub fn apply(
     Ok(m)
 }
 
+/// Replaces a group's old fragments by its new ones: in place when the old
+/// ones are adjacent in the fragment list (scan order kept), else the new
+/// ones go last. Every old fragment must still exist, unchanged.
+fn replace_group(
+    fragments: &mut Vec<Fragment>,
+    old: &[Fragment],
+    new: Vec<Fragment>,
+    version: u64,
+) -> Result<()> {
+    let pos: HashMap<u64, usize> = fragments
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.id, i))
+        .collect();
+    for o in old {
+        match pos.get(&o.id) {
+            Some(&i) if fragments[i] == *o => {}
+            _ => {
+                return Err(Error::invalid(format!(
+                    "compaction of version {version} rewrote fragment {}, which changed or was removed since",
+                    o.id
+                )));
+            }
+        }
+    }
+    let Some(first) = old.first().map(|o| pos[&o.id]) else {
+        fragments.extend(new);
+        return Ok(());
+    };
+    let adjacent = old.iter().enumerate().all(|(k, o)| pos[&o.id] == first + k);
+    if adjacent {
+        fragments.splice(first..first + old.len(), new);
+    } else {
+        let gone: HashSet<u64> = old.iter().map(|f| f.id).collect();
+        fragments.retain(|f| !gone.contains(&f.id));
+        fragments.extend(new);
+    }
+    Ok(())
+}
+
 impl Transaction {
     pub fn to_pb(&self) -> pb::Transaction {
         use pb::transaction as t;
@@ -319,6 +392,17 @@ impl Transaction {
             Operation::Restore { version } => {
                 t::Operation::Restore(t::Restore { version: *version })
             }
+            Operation::Rewrite { groups } => t::Operation::Rewrite(t::Rewrite {
+                old_fragments: vec![],
+                new_fragments: vec![],
+                groups: groups
+                    .iter()
+                    .map(|g| t::rewrite::RewriteGroup {
+                        old_fragments: frags(&g.old),
+                        new_fragments: frags(&g.new),
+                    })
+                    .collect(),
+            }),
             Operation::Update {
                 removed_ids,
                 updated,
@@ -377,6 +461,25 @@ impl Transaction {
                     .collect::<Result<_>>()?,
             },
             Some(tp::Operation::Restore(r)) => Operation::Restore { version: r.version },
+            Some(tp::Operation::Rewrite(r)) => {
+                let mut groups = r
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        Ok(RewriteGroup {
+                            old: frags(g.old_fragments)?,
+                            new: frags(g.new_fragments)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                if !r.old_fragments.is_empty() {
+                    groups.push(RewriteGroup {
+                        old: frags(r.old_fragments)?,
+                        new: frags(r.new_fragments)?,
+                    });
+                }
+                Operation::Rewrite { groups }
+            }
             Some(tp::Operation::Update(u)) => Operation::Update {
                 removed_ids: u.removed_fragment_ids,
                 updated: frags(u.updated_fragments)?,

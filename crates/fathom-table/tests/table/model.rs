@@ -17,6 +17,8 @@ enum Op {
     Overwrite(i64),
     /// Restore the version at this index (mod the number of versions).
     Restore(usize),
+    /// Compact toward fragments of this many rows.
+    Compact(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -25,6 +27,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (2i64..6, 0i64..6).prop_map(|(m, r)| Op::Delete(m, r % m)),
         1 => (1i64..40).prop_map(Op::Overwrite),
         1 => any::<usize>().prop_map(Op::Restore),
+        2 => (5u64..80).prop_map(Op::Compact),
     ]
 }
 
@@ -72,6 +75,34 @@ async fn run(ops: Vec<Op>, stable: bool) {
                 next += n;
                 (d, r)
             }
+            Op::Compact(target) => {
+                let opts = fathom_table::CompactionOptions {
+                    target_rows_per_fragment: target,
+                    max_rows_per_group: 7,
+                    ..Default::default()
+                };
+                let before = id_to_rowid(&ds).await;
+                let (d, m) = ds.compact_files(&opts, None).await.unwrap();
+                // Compaction never changes rows or their order; with stable
+                // row ids every row keeps its id.
+                assert_eq!(
+                    m.rows_rewritten + m.deleted_rows_dropped > 0,
+                    d.version() != ds.version()
+                );
+                // Every fragment with more than 10% of its rows deleted was rewritten.
+                for f in d.fragments() {
+                    let del = f.deletion_file.as_ref().map_or(0, |x| x.num_deleted_rows);
+                    assert!(
+                        del * 10 <= f.physical_rows,
+                        "fragment {} kept {del} deleted rows",
+                        f.id
+                    );
+                }
+                if stable {
+                    assert_eq!(id_to_rowid(&d).await, before);
+                }
+                (d, cur.clone())
+            }
             Op::Restore(i) => {
                 let v = i % model.len();
                 let d = ds
@@ -109,6 +140,22 @@ async fn run(ops: Vec<Op>, stable: bool) {
             i + 1
         );
     }
+}
+
+/// (id, _rowid) of every row, in scan order.
+async fn id_to_rowid(ds: &Dataset) -> Vec<(i64, u64)> {
+    let b = ds
+        .scan()
+        .project(&["id", "_rowid"])
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let r = b.column(1).as_primitive::<arrow_array::types::UInt64Type>();
+    ids(&b)
+        .into_iter()
+        .zip(r.values().iter().copied())
+        .collect()
 }
 
 proptest! {
