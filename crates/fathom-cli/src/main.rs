@@ -93,6 +93,20 @@ enum Command {
         /// A SQL boolean expression over the dataset's columns.
         filter: Option<String>,
     },
+    /// Compact a dataset: merge small fragments, drop deleted rows, and
+    /// extend its indexes over the new fragments (Lance's defaults).
+    Compact {
+        dataset: String,
+        /// Rows a compacted fragment aims for.
+        #[arg(long, default_value_t = 1 << 20)]
+        target_rows_per_fragment: u64,
+        /// Rewrite a fragment alone when more than this share of its rows is deleted.
+        #[arg(long, default_value_t = 0.1)]
+        materialize_deletions_threshold: f64,
+        /// Leave the new fragments unindexed (scanned flat until CREATE INDEX IF NOT EXISTS).
+        #[arg(long)]
+        no_reindex: bool,
+    },
     /// Create a small dataset in the data directory and query it.
     Demo {
         #[arg(long, default_value = "fathom-data")]
@@ -148,6 +162,20 @@ fn run(cli: Cli) -> i32 {
             } => import::run(&source, &dataset, mode, format, max_rows_per_file).await,
             Command::Info { dataset } => info::run(&dataset).await,
             Command::Count { dataset, filter } => info::count(&dataset, filter.as_deref()).await,
+            Command::Compact {
+                dataset,
+                target_rows_per_fragment,
+                materialize_deletions_threshold,
+                no_reindex,
+            } => {
+                let sql = format!(
+                    "OPTIMIZE t WITH (target_rows_per_fragment = {target_rows_per_fragment}, \
+                     materialize_deletions_threshold = {materialize_deletions_threshold}, \
+                     reindex = {})",
+                    !no_reindex
+                );
+                shell::run_on_dataset(&dataset, &sql).await
+            }
             Command::Demo { data_dir } => shell::demo(&data_dir).await,
         }
     });

@@ -56,8 +56,24 @@ fn build_progress() -> BuildProgress {
         bar.set_position(done.min(total));
         if phase == "writing" {
             bar.finish_and_clear();
+        } else if done >= total {
+            bar.finish();
         }
     }))
+}
+
+/// Runs `sql` with the dataset at `uri` registered as `t`, printing results
+/// and showing progress.
+pub async fn run_on_dataset(uri: &str, sql: &str) -> Result<(), String> {
+    let ctx = new_session(None).map_err(|e| e.to_string())?;
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .set_extension(Arc::new(build_progress()));
+    register_dataset(&ctx, "t", uri, TableOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    run_script(&ctx, sql, Format::Table, false).await
 }
 
 /// Runs every statement of `sql`, printing results.

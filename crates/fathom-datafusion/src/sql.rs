@@ -14,6 +14,9 @@
 //! DROP INDEX name ON t;
 //! REINDEX [INDEX] name ON t;                 -- rebuilds: one new segment over every fragment
 //! SHOW INDEXES FROM t;
+//! OPTIMIZE t [WITH (target_rows_per_fragment = 1048576, max_rows_per_group = 1024,
+//!     materialize_deletions = true, materialize_deletions_threshold = 0.1,
+//!     reindex = true)];                    -- compaction (COMPACT t is the same)
 //! ```
 //! Everything else goes to DataFusion unchanged.
 
@@ -263,6 +266,40 @@ pub async fn indexes_batch(ctx: &SessionContext, table: &str) -> Result<RecordBa
     )?)
 }
 
+/// One row describing what a compaction did.
+fn compaction_batch(r: &fathom_index::CompactionReport) -> Result<RecordBatch> {
+    let m = &r.metrics;
+    let counts = [
+        ("fragments_removed", m.fragments_removed),
+        ("fragments_added", m.fragments_added),
+        ("files_removed", m.files_removed),
+        ("files_added", m.files_added),
+        ("rows_rewritten", m.rows_rewritten),
+        ("deleted_rows_dropped", m.deleted_rows_dropped),
+    ];
+    let mut fields: Vec<Field> = counts
+        .iter()
+        .map(|(n, _)| Field::new(*n, DataType::UInt64, false))
+        .collect();
+    fields.push(Field::new("reindexed", DataType::Utf8, false));
+    fields.push(Field::new("not_reindexed", DataType::Utf8, false));
+    let mut columns: Vec<arrow_array::ArrayRef> = counts
+        .iter()
+        .map(|(_, v)| Arc::new(UInt64Array::from(vec![*v])) as _)
+        .collect();
+    columns.push(Arc::new(StringArray::from(vec![r.reindexed.join(", ")])));
+    let not: Vec<String> = r
+        .not_reindexed
+        .iter()
+        .map(|(n, why)| format!("{n}: {why}"))
+        .collect();
+    columns.push(Arc::new(StringArray::from(vec![not.join("; ")])));
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
 /// A statement's result: its schema (empty for DDL) and rows.
 pub type Output = (arrow_schema::SchemaRef, Vec<RecordBatch>);
 
@@ -273,6 +310,47 @@ pub enum Special {
     ShowIndexes { table: String },
     /// `REINDEX [INDEX] name ON t`.
     Reindex { index: String, table: String },
+    /// `OPTIMIZE [TABLE] t [WITH (k = v, ...)]` or `COMPACT [TABLE] t ...`.
+    Compact {
+        table: String,
+        options: Vec<(String, String)>,
+    },
+}
+
+/// `OPTIMIZE|COMPACT [TABLE] t [WITH (k = v, ...)]`.
+fn compact_statement(sql: &str) -> Option<Special> {
+    let text = sql.trim().trim_end_matches(';').trim();
+    let lower = text.to_ascii_lowercase();
+    let with_at = lower.match_indices(" with").map(|(i, _)| i).find(|&i| {
+        lower[i + 5..]
+            .chars()
+            .next()
+            .is_some_and(|c| c == '(' || c.is_whitespace())
+    });
+    let (head, with) = match with_at {
+        Some(i) => (&text[..i], Some(text[i + 5..].trim())),
+        None => (text, None),
+    };
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let is = |w: &str, k: &str| w.eq_ignore_ascii_case(k);
+    let table = match words.as_slice() {
+        [verb, t] if is(verb, "optimize") || is(verb, "compact") => t,
+        [verb, kw, t] if (is(verb, "optimize") || is(verb, "compact")) && is(kw, "table") => t,
+        _ => return None,
+    };
+    let mut options = Vec::new();
+    if let Some(w) = with {
+        let inner = w.strip_prefix('(')?.strip_suffix(')')?;
+        for kv in inner.split(',').filter(|kv| !kv.trim().is_empty()) {
+            let (k, v) = kv.split_once('=')?;
+            let v = v.trim().trim_matches('\'').trim_matches('"');
+            options.push((k.trim().to_ascii_lowercase(), v.to_string()));
+        }
+    }
+    Some(Special::Compact {
+        table: table.to_string(),
+        options,
+    })
 }
 
 /// Recognizes Fathom's whole-text statements.
@@ -301,7 +379,7 @@ pub fn special(sql: &str) -> Option<Special> {
                 table: table.to_string(),
             })
         }
-        _ => None,
+        _ => compact_statement(sql),
     }
 }
 
@@ -322,6 +400,38 @@ async fn run_special(ctx: &SessionContext, s: Special) -> Result<Output> {
             let ds = t.latest().await?;
             t.set_dataset(rebuild_index(&ds, &index).await.map_err(idx_err)?);
             Ok((Arc::new(Schema::empty()), vec![]))
+        }
+        Special::Compact { table, options } => {
+            let provider = fathom_table(ctx, &table).await?;
+            let t = provider.downcast_ref::<FathomTable>().unwrap();
+            if t.is_pinned() {
+                return Err(DataFusionError::Plan(format!(
+                    "table '{table}' is pinned to an old version; compaction needs the latest"
+                )));
+            }
+            let mut opts = fathom_table::CompactionOptions::default();
+            let mut reindex = true;
+            for (k, v) in &options {
+                if k == "reindex" {
+                    reindex = v.to_ascii_lowercase().parse().map_err(|_| {
+                        DataFusionError::Plan(format!(
+                            "compaction option reindex = '{v}': expected true or false"
+                        ))
+                    })?;
+                } else {
+                    opts.set(k, v)
+                        .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+                }
+            }
+            let ds = t.latest().await?;
+            let progress = ctx.state().config().get_extension::<BuildProgress>();
+            let (ds, report) =
+                fathom_index::compact(&ds, &opts, reindex, progress.as_ref().map(|p| &*p.0))
+                    .await
+                    .map_err(idx_err)?;
+            t.set_dataset(ds);
+            let b = compaction_batch(&report)?;
+            Ok((b.schema(), vec![b]))
         }
     }
 }

@@ -31,7 +31,7 @@ pub use cache::IndexCache;
 pub use error::{Error, Result};
 pub use kind::{Groups, IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
 pub use lifecycle::{
-    IndexInfo, create_fts_index, create_index, create_vector_index, drop_index, extend_index,
-    list_indexes, rebuild_index,
+    CompactionReport, IndexInfo, compact, create_fts_index, create_index, create_vector_index,
+    drop_index, extend_index, list_indexes, rebuild_index,
 };
 pub use query::{Exactness, RankedResult, ScalarQuery, SearchResult};

@@ -287,10 +287,17 @@ pub async fn extend_index(ds: &Dataset, name: &str) -> Result<Dataset> {
         })?;
         build_segment(ds, name, &column, kind, todo).await?
     };
+    // Segments that cover nothing any more (their fragments were compacted
+    // away) go in the same commit.
+    let empty: Vec<IndexMetadata> = segs
+        .iter()
+        .filter(|s| s.fragment_bitmap.as_ref().is_none_or(|b| b.is_empty()))
+        .map(|s| (*s).clone())
+        .collect();
     Ok(ds
         .commit(Operation::CreateIndex {
             new: vec![seg],
-            removed: vec![],
+            removed: empty,
         })
         .await?)
 }
@@ -382,4 +389,76 @@ pub fn list_indexes(ds: &Dataset) -> Vec<IndexInfo> {
             }
         })
         .collect()
+}
+
+/// What [`compact`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub metrics: fathom_table::CompactionMetrics,
+    /// Indexes extended over the new fragments (when asked to).
+    pub reindexed: Vec<String>,
+    /// Indexes that could not be extended, and why (their new fragments
+    /// are scanned flat until the index is rebuilt).
+    pub not_reindexed: Vec<(String, String)>,
+}
+
+/// Compacts the table ([`Dataset::compact_files`]: one `Rewrite` commit
+/// that takes the rewritten fragments out of every index's coverage) and,
+/// when `reindex` is set, extends each index that covered a rewritten
+/// fragment over the new fragments (a `CreateIndex` commit per index), so
+/// queries use the indexes again instead of scanning those rows flat.
+/// Indexes are extended with the model they were built with (centroids,
+/// codebooks, analyzer), not retrained.
+pub async fn compact(
+    ds: &Dataset,
+    opts: &fathom_table::CompactionOptions,
+    reindex: bool,
+    progress: Option<&ProgressFn>,
+) -> Result<(Dataset, CompactionReport)> {
+    let (mut out, metrics) = ds.compact_files(opts, progress).await?;
+    let mut report = CompactionReport {
+        metrics,
+        ..Default::default()
+    };
+    if out.version() == ds.version() || !reindex {
+        return Ok((out, report));
+    }
+    let mut rewritten = RoaringBitmap::new();
+    for f in ds.fragments() {
+        if out.fragment(f.id).is_none() {
+            rewritten.insert(f.id as u32);
+        }
+    }
+    let mut names: Vec<String> = ds
+        .manifest()
+        .indices
+        .iter()
+        .filter(|i| {
+            i.fragment_bitmap
+                .as_ref()
+                .is_some_and(|b| !b.is_disjoint(&rewritten))
+        })
+        .map(|i| i.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    for (k, name) in names.iter().enumerate() {
+        if let Some(p) = progress {
+            p(&format!("reindexing {name}"), k as u64, names.len() as u64);
+        }
+        // Indexes this layer cannot extend (kinds it only reads) stay
+        // uncovered for the new fragments: still correct, scanned flat.
+        match extend_index(&out, name).await {
+            Ok(d) => {
+                out = d;
+                report.reindexed.push(name.clone());
+            }
+            Err(Error::InvalidInput(why)) => report.not_reindexed.push((name.clone(), why)),
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(p) = progress {
+        p("reindexing", names.len() as u64, names.len() as u64);
+    }
+    Ok((out, report))
 }

@@ -2,7 +2,8 @@
 //! from the rows themselves, with a tokenizer of its own: every matching
 //! row with its score (to 1e-4), ranked top-k equal to the brute-force
 //! top-k, after appends (unindexed fragments), deletes, updates that move
-//! rows, index extends and rebuilds; WHERE filters are prefilters.
+//! rows, index extends and rebuilds, compactions; WHERE filters are
+//! prefilters.
 //!
 //! The corpus statistics the oracle uses are the table version's: live
 //! rows, plus rows deleted since an index segment took them whose
@@ -574,7 +575,7 @@ async fn equals_brute_force_through_changes() {
             }
             let p = ctx.table_provider("t").await.unwrap();
             let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
-            match rng.random_range(0..5) {
+            match rng.random_range(0..6) {
                 0 => {
                     let n = rng.random_range(20..300);
                     let ids: Vec<i64> = (next_id..next_id + n).collect();
@@ -650,6 +651,36 @@ async fn equals_brute_force_through_changes() {
                         r.indexed = true;
                     }
                     log.push("extend".into());
+                }
+                4 => {
+                    // Compaction: rewritten rows leave the index, and come
+                    // back when it is extended over the new fragments.
+                    let target = rng.random_range(5..400);
+                    let reindex = rng.random_bool(0.5);
+                    let before: HashMap<i64, u64> = m
+                        .rows
+                        .iter()
+                        .filter(|r| r.live)
+                        .map(|r| (r.id, r.fragment))
+                        .collect();
+                    run_sql(
+                        &ctx,
+                        &format!(
+                            "OPTIMIZE t WITH (target_rows_per_fragment = {target}, reindex = {reindex})"
+                        ),
+                    )
+                    .await
+                    .unwrap();
+                    m.refresh(&ctx).await;
+                    let moved = m.rows.iter().any(|r| r.live && before[&r.id] != r.fragment);
+                    for r in m.rows.iter_mut().filter(|r| r.live) {
+                        if reindex && moved {
+                            r.indexed = true;
+                        } else if before[&r.id] != r.fragment {
+                            r.indexed = false;
+                        }
+                    }
+                    log.push(format!("compact {target} reindex {reindex}"));
                 }
                 _ => {
                     run_sql(&ctx, "REINDEX body_idx ON t").await.unwrap();

@@ -78,6 +78,9 @@ enum Step {
     Delete(u64),
     Index(usize, usize),
     Extend(usize),
+    /// Compact toward fragments of this many rows; extend the indexes
+    /// over the new fragments or leave them uncovered.
+    Compact(u64, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -86,6 +89,7 @@ fn step() -> impl Strategy<Value = Step> {
         any::<u64>().prop_map(Step::Delete),
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
+        (2u64..900, any::<bool>()).prop_map(|(t, r)| Step::Compact(t, r)),
     ]
 }
 
@@ -163,6 +167,16 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     Some(name) => fathom_index::extend_index(&ds, &name).await.unwrap(),
                     None => ds,
                 }
+            }
+            Step::Compact(target, reindex) => {
+                let opts = fathom_table::CompactionOptions {
+                    target_rows_per_fragment: *target,
+                    ..Default::default()
+                };
+                fathom_index::compact(&ds, &opts, *reindex, None)
+                    .await
+                    .unwrap()
+                    .0
             }
         };
     }

@@ -9,6 +9,7 @@ mod counts;
 mod flat;
 mod fts;
 mod indexes;
+mod pylance_compaction;
 mod pylance_fts;
 mod pylance_stable;
 mod pylance_vector;

@@ -241,7 +241,7 @@ async fn equals_brute_force_through_changes() {
             if step == 7 {
                 break;
             }
-            let op = rng.random_range(0..5);
+            let op = rng.random_range(0..6);
             match op {
                 0 => {
                     // Appended rows: an unindexed fragment, brute-forced.
@@ -286,6 +286,19 @@ async fn equals_brute_force_through_changes() {
                     .await
                     .unwrap();
                     log.push("extend".into());
+                }
+                4 => {
+                    let target = rng.random_range(5..500);
+                    let reindex = rng.random_bool(0.5);
+                    run_sql(
+                        &ctx,
+                        &format!(
+                            "COMPACT TABLE t WITH (target_rows_per_fragment = {target}, reindex = {reindex})"
+                        ),
+                    )
+                    .await
+                    .unwrap();
+                    log.push(format!("compact {target} reindex {reindex}"));
                 }
                 _ => {
                     run_sql(&ctx, "REINDEX emb_idx ON t").await.unwrap();

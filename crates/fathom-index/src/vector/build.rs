@@ -32,7 +32,7 @@ pub const INDEX_FILE: &str = "index.idx";
 pub const AUX_FILE: &str = "auxiliary.idx";
 
 /// Progress of a long build: `phase` and rows done of `total`.
-pub type ProgressFn = dyn Fn(&str, u64, u64) + Send + Sync;
+pub use fathom_table::compact::ProgressFn;
 
 /// Train a new model, or reuse one (extending an index keeps its
 /// centroids and codebook, as Lance's delta indexes do).
