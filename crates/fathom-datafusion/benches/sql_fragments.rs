@@ -232,6 +232,9 @@ async fn main() {
                 t / first[i].0,
             );
         }
+        if n > 1 {
+            compaction_rows(n, &uri, dir.path(), &ctx, &queries[0].1).await;
+        }
         if std::env::var("FATHOM_BENCH_AGAIN").is_ok() {
             let t = timed(|| async {
                 let b = ctx
@@ -252,4 +255,80 @@ async fn main() {
             }
         }
     }
+}
+
+/// Deletes 5% of the rows and compacts (Lance's defaults, the B-tree
+/// extended over the new fragment), beside pylance compacting a copy with
+/// the same deletes (its B-tree remapped); then the point lookup again.
+async fn compaction_rows(
+    n: usize,
+    uri: &str,
+    scratch: &std::path::Path,
+    ctx: &SessionContext,
+    lookup: &str,
+) {
+    let filter = "id % 20 = 0";
+    let copy = scratch.join("py_compact.lance");
+    let copied = std::process::Command::new("cp")
+        .args(["-r", uri, copy.to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    let ds = Dataset::open(uri).await.unwrap();
+    let ds = ds
+        .delete_where(&["id"], |b| {
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .unwrap();
+            Ok(ids.iter().map(|v| v.map(|v| v % 20 == 0)).collect())
+        })
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let (ds, report) = fathom_index::compact(&ds, &Default::default(), true, None)
+        .await
+        .unwrap();
+    let ours = t.elapsed().as_secs_f64();
+    assert_eq!(report.reindexed, vec!["id_idx".to_string()]);
+    let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let theirs = if copied {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/interop/pylance_compact_bench.py");
+        std::process::Command::new(&py)
+            .arg(script)
+            .arg(&copy)
+            .arg(filter)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .find_map(|l| l.strip_prefix("compact_s ")?.trim().parse::<f64>().ok())
+            })
+    } else {
+        None
+    };
+    let _ = std::fs::remove_dir_all(&copy);
+    println!(
+        "{n:>9} {:<28} {:>10.2} {:>10} {:>10} {:>11}   ({} fragments -> {}, seconds)",
+        "compact (5% deleted, B-tree)",
+        ours,
+        "",
+        theirs.map_or("n/a".into(), |p| format!("{p:.2}")),
+        theirs.map_or("n/a".into(), |p| format!("{:.3}", ours / p)),
+        report.metrics.fragments_removed,
+        ds.fragments().len(),
+    );
+    ctx.register_table("c", Arc::new(FathomTable::new(ds, TableOptions::default())))
+        .unwrap();
+    let sql = lookup.replace(" FROM t ", " FROM c ");
+    let t = timed(|| async {
+        let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+        std::hint::black_box(b);
+    })
+    .await;
+    println!("{n:>9} {:<28} {t:>10.2}", "point lookup, compacted");
+    ctx.deregister_table("c").unwrap();
 }

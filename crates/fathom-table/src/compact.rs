@@ -322,7 +322,11 @@ impl Dataset {
             }
             metrics.fragments_removed += old.len() as u64;
             metrics.fragments_added += new.len() as u64;
-            metrics.files_removed += old.iter().map(|f| f.files.len() as u64).sum::<u64>();
+            // Data and deletion files, as Lance counts them.
+            metrics.files_removed += old
+                .iter()
+                .map(|f| f.files.len() as u64 + f.deletion_file.is_some() as u64)
+                .sum::<u64>();
             metrics.files_added += new.iter().map(|f| f.files.len() as u64).sum::<u64>();
             metrics.rows_rewritten += new.iter().map(|f| f.physical_rows).sum::<u64>();
             metrics.deleted_rows_dropped += old

@@ -228,3 +228,81 @@ proptest! {
         });
     }
 }
+
+/// `OPTIMIZE` from SQL: what it did, the rows unchanged, the index used
+/// again afterwards; bad options are errors that name them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_statement() {
+    use fathom_datafusion::sql::run_sql;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let uri = format!("memory://optimize-{}", rand::random::<u64>());
+    let params = WriteParams {
+        max_rows_per_file: 50,
+        ..Default::default()
+    };
+    let ds = Dataset::write(&uri, &[rows(0, 1000, &mut rng)], WriteMode::Create, params)
+        .await
+        .unwrap();
+    let ds = fathom_index::create_index(&ds, "id_idx", "id", IndexKind::BTREE)
+        .await
+        .unwrap();
+    let ctx = fathom_datafusion::new_session(None).unwrap();
+    ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
+        .unwrap();
+    run_sql(&ctx, "DELETE FROM t WHERE id % 3 = 0")
+        .await
+        .unwrap();
+    let before = ids(&ctx, "SELECT id FROM t ORDER BY id").await;
+    for bad in [
+        "OPTIMIZE t WITH (target_rows = 10)",
+        "OPTIMIZE t WITH (reindex = maybe)",
+        "COMPACT TABLE t WITH (target_rows_per_fragment = -1)",
+    ] {
+        let e = run_sql(&ctx, bad).await.unwrap_err().to_string();
+        let key = bad.split('(').nth(1).unwrap().split(' ').next().unwrap();
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+    let out = run_sql(&ctx, "OPTIMIZE t WITH (target_rows_per_fragment = 400);")
+        .await
+        .unwrap();
+    let b = &out[0].1[0];
+    let col = |n: &str| {
+        b.column_by_name(n)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .unwrap()
+            .value(0)
+    };
+    assert_eq!(col("fragments_removed"), 20);
+    // 667 live rows: one bin (the rest after 400 rows is under 400),
+    // written as fragments of at most 400 rows.
+    assert_eq!(col("fragments_added"), 2);
+    assert_eq!(col("rows_rewritten"), before.len() as u64);
+    assert_eq!(col("deleted_rows_dropped"), 1000 - before.len() as u64);
+    assert_eq!(ids(&ctx, "SELECT id FROM t ORDER BY id").await, before);
+    let plan = text(&ctx, "EXPLAIN SELECT id FROM t WHERE id = 500").await;
+    assert!(plan.contains("ScalarIndexExec"), "{plan}");
+    assert!(
+        !plan.contains("UnionExec"),
+        "the new fragments are indexed: {plan}"
+    );
+    assert_eq!(
+        ids(&ctx, "SELECT id FROM t WHERE id = 500").await,
+        vec![500]
+    );
+    // Nothing left to do: no commit, zeros.
+    let out = run_sql(&ctx, "COMPACT t WITH (target_rows_per_fragment = 400)")
+        .await
+        .unwrap();
+    let b = &out[0].1[0];
+    assert_eq!(
+        b.column_by_name("fragments_removed")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .unwrap()
+            .value(0),
+        0
+    );
+}
