@@ -94,3 +94,67 @@ fn overwrite_conflicts_clearly() {
         assert_eq!(ds.count_rows(), 20, "the committed append is intact");
     });
 }
+
+/// A compaction planned on an old version: a concurrent append composes
+/// (its fragment stays), a concurrent delete in a rewritten fragment is a
+/// conflict (the rewrite copied the row it deletes), and nothing is lost.
+#[test]
+fn compaction_against_concurrent_writers() {
+    runtime().block_on(async {
+        let uri = unique_uri("compact-conc");
+        let params = WriteParams {
+            max_rows_per_file: 50,
+            ..Default::default()
+        };
+        let base = Dataset::write(&uri, &[rows(0..200)], WriteMode::Create, params)
+            .await
+            .unwrap();
+        let opts = fathom_table::CompactionOptions::default();
+        // An append meanwhile: compatible.
+        base.append(&[rows(500..510)], &WriteParams::default())
+            .await
+            .unwrap();
+        let (ds, m) = base.compact_files(&opts, None).await.unwrap();
+        assert_eq!(m.fragments_removed, 4);
+        let mut got = ids(&Dataset::open(&uri)
+            .await
+            .unwrap()
+            .scan()
+            .collect()
+            .await
+            .unwrap());
+        got.sort_unstable();
+        let want: Vec<i64> = (0..200).chain(500..510).collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            ds.fragments().len(),
+            2,
+            "the compacted fragment and the appended one"
+        );
+        // A delete meanwhile in a fragment being rewritten: conflict.
+        let latest = Dataset::open(&uri).await.unwrap();
+        latest.delete_rows(&[(4 << 32) | 3]).await.unwrap();
+        let before = Dataset::open(&uri).await.unwrap();
+        let e = latest
+            .append(&[rows(600..601)], &WriteParams::default())
+            .await
+            .map(|_| ());
+        assert!(e.is_ok());
+        let stale = latest.checkout(latest.version()).await.unwrap();
+        let r = stale
+            .compact_files(
+                &fathom_table::CompactionOptions {
+                    materialize_deletions_threshold: 0.0,
+                    ..opts.clone()
+                },
+                None,
+            )
+            .await;
+        match r {
+            Err(Error::Conflict { .. }) => {}
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        let after = Dataset::open(&uri).await.unwrap();
+        assert_eq!(after.count_rows(), before.count_rows() + 1);
+    });
+}
