@@ -252,6 +252,54 @@ fn list_inline(prefix: &Path, dir: &std::path::Path) -> Option<Result<ListResult
     }))
 }
 
+impl LocalStore {
+    /// HEAD as `LocalFileSystem` answers it (same metadata and e-tag), by
+    /// one `stat` on the calling thread.
+    fn head_inline(&self, location: &Path) -> Result<GetResult> {
+        let path = self.inner.path_to_filesystem(location)?;
+        let not_found = |source: std::io::Error| object_store::Error::NotFound {
+            path: path.to_string_lossy().to_string(),
+            source: Box::new(source),
+        };
+        let md = match std::fs::metadata(&path) {
+            Ok(md) if md.is_dir() => {
+                return Err(not_found(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "is a directory",
+                )));
+            }
+            Ok(md) => md,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found(e)),
+            Err(e) => {
+                return Err(object_store::Error::Generic {
+                    store: "LocalStore",
+                    source: Box::new(e),
+                });
+            }
+        };
+        let modified = md.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        let micros = modified
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        let inode = std::os::unix::fs::MetadataExt::ino(&md);
+        let size = md.len();
+        let meta = ObjectMeta {
+            location: location.clone(),
+            last_modified: chrono::DateTime::<chrono::Utc>::from(modified),
+            size,
+            e_tag: Some(format!("{inode:x}-{micros:x}-{size:x}")),
+            version: None,
+        };
+        Ok(GetResult {
+            payload: object_store::GetResultPayload::Stream(futures::stream::empty().boxed()),
+            meta,
+            range: 0..size,
+            attributes: Default::default(),
+        })
+    }
+}
+
 #[async_trait]
 impl ObjectStore for LocalStore {
     async fn put_opts(
@@ -272,6 +320,18 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        // A plain HEAD (the check for a newer version before every query)
+        // is one stat, done here rather than on a blocking thread.
+        let plain = options.head
+            && options.range.is_none()
+            && options.version.is_none()
+            && options.if_match.is_none()
+            && options.if_none_match.is_none()
+            && options.if_modified_since.is_none()
+            && options.if_unmodified_since.is_none();
+        if plain {
+            return self.head_inline(location);
+        }
         self.inner.get_opts(location, options).await
     }
 
@@ -360,6 +420,31 @@ impl ObjectStore for LocalStore {
 mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
+
+    #[tokio::test]
+    async fn head_matches_local_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::from_absolute_path(dir.path()).unwrap();
+        let store = LocalStore::new();
+        let p = root.clone().join("_versions/1.manifest");
+        store.put(&p, vec![1u8; 33].into()).await.unwrap();
+        let ours = store.head(&p).await.unwrap();
+        let theirs = store.inner.head(&p).await.unwrap();
+        assert_eq!(ours, theirs);
+        for missing in [
+            root.clone().join("_versions/2.manifest"),
+            root.clone().join("_versions"),
+        ] {
+            assert!(matches!(
+                store.head(&missing).await,
+                Err(object_store::Error::NotFound { .. })
+            ));
+            assert!(matches!(
+                store.inner.head(&missing).await,
+                Err(object_store::Error::NotFound { .. })
+            ));
+        }
+    }
 
     #[tokio::test]
     async fn reads_match_local_file_system() {
