@@ -10,15 +10,8 @@ import os
 import sys
 
 import lance
-import pyarrow as pa
 
-
-def table(start, n):
-    return pa.table({
-        "id": pa.array(range(start, start + n), pa.int64()),
-        "cat": pa.array([f"c{i % 7}" if i % 11 else None for i in range(start, start + n)]),
-        "ts": pa.array([i * 10 if i % 13 else None for i in range(start, start + n)], pa.int64()),
-    })
+from pylance_stable_index import table  # the same rows (id, cat, ts)
 
 
 def main():

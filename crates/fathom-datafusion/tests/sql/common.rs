@@ -64,3 +64,34 @@ pub async fn text(ctx: &SessionContext, sql: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+/// Runs `tests/interop/<script>` with `args` under pylance's Python and
+/// parses what it prints as JSON.
+pub fn interop_json(py: &str, script: &str, args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop")
+        .join(script);
+    let out = std::process::Command::new(py)
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(out.stdout.trim_ascii()).expect("the script's output as JSON")
+}
+
+/// `count(*)` of `filter` over `t` by a full scan: the filter ORed with a
+/// false term no index can answer.
+pub async fn scan_count(ctx: &SessionContext, filter: &str) -> Vec<i64> {
+    ids(
+        ctx,
+        &format!(
+            "SELECT count(*)::BIGINT FROM t WHERE ({filter}) OR (id + 0 < -1 AND id IS NOT NULL)"
+        ),
+    )
+    .await
+}

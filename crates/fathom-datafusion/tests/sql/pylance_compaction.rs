@@ -7,11 +7,10 @@
 //! unless FATHOM_REQUIRE_PYLANCE=1.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use fathom_datafusion::{TableOptions, new_session, register_dataset};
 
-use super::common::ids;
+use super::common::{ids, interop_json, scan_count, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pylance_compacted_datasets_read_correctly() {
@@ -20,21 +19,12 @@ async fn pylance_compacted_datasets_read_correctly() {
     };
     for mode in ["remap", "defer"] {
         let dir = tempfile::tempdir().unwrap();
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/interop/pylance_compacted.py");
-        let out = Command::new(&py)
-            .arg(script)
-            .arg(dir.path())
-            .arg(mode)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let theirs: BTreeMap<String, (i64, i64)> =
-            serde_json::from_slice(out.stdout.trim_ascii()).expect("pylance's counts as JSON");
+        let theirs: BTreeMap<String, (i64, i64)> = serde_json::from_value(interop_json(
+            &py,
+            "pylance_compacted.py",
+            &[dir.path().as_os_str(), mode.as_ref()],
+        ))
+        .unwrap();
         let uri = dir
             .path()
             .join(format!("py_compacted_{mode}"))
@@ -48,13 +38,7 @@ async fn pylance_compacted_datasets_read_correctly() {
         for (filter, (indexed, truth)) in &theirs {
             let sql = format!("SELECT count(*)::BIGINT FROM t WHERE {filter}");
             let got = ids(&ctx, &sql).await;
-            let scan = ids(
-                &ctx,
-                &format!(
-                    "SELECT count(*)::BIGINT FROM t WHERE ({filter}) OR (id + 0 < -1 AND id IS NOT NULL)"
-                ),
-            )
-            .await;
+            let scan = scan_count(&ctx, filter).await;
             assert_eq!(got, vec![*truth], "{mode} {filter}: ours vs the truth");
             assert_eq!(scan, vec![*truth], "{mode} {filter}: our full scan");
             if indexed != truth {
@@ -62,16 +46,7 @@ async fn pylance_compacted_datasets_read_correctly() {
                     "{mode} {filter}: pylance with its indexes counts {indexed}, truth {truth}"
                 );
             }
-            let plan = ctx
-                .sql(&format!("EXPLAIN {sql}"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            let plan = arrow_cast::pretty::pretty_format_batches(&plan)
-                .unwrap()
-                .to_string();
+            let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
             let used = plan.contains("IndexCountExec") || plan.contains("ScalarIndexExec");
             if mode == "remap" && !filter.starts_with("ts") {
                 assert!(used, "{filter}: remapped index not used\n{plan}");

@@ -5,11 +5,10 @@
 //! pylance unless FATHOM_REQUIRE_PYLANCE=1.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use fathom_datafusion::{TableOptions, new_session, register_dataset};
 
-use super::common::ids;
+use super::common::{ids, interop_json, scan_count, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pylance_indexes_on_stable_row_ids() {
@@ -28,21 +27,12 @@ async fn pylance_indexes(version: &str) {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/interop/pylance_stable_index.py");
-    let out = Command::new(&py)
-        .arg(script)
-        .arg(dir.path())
-        .arg(version)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: BTreeMap<String, i64> =
-        serde_json::from_slice(out.stdout.trim_ascii()).expect("pylance's counts as JSON");
+    let theirs: BTreeMap<String, i64> = serde_json::from_value(interop_json(
+        &py,
+        "pylance_stable_index.py",
+        &[dir.path().as_os_str(), version.as_ref()],
+    ))
+    .unwrap();
     let uri = dir.path().join("py_stable").to_str().unwrap().to_string();
     let ctx = new_session(None).unwrap();
     register_dataset(&ctx, "t", &uri, TableOptions::default())
@@ -53,29 +43,14 @@ async fn pylance_indexes(version: &str) {
     // index can answer: `(filter) AND id + 0 >= -1`).
     for (filter, count) in &theirs {
         let sql = format!("SELECT count(*)::BIGINT FROM t WHERE {filter}");
-        let plan = ctx
-            .sql(&format!("EXPLAIN {sql}"))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
-        let plan = arrow_cast::pretty::pretty_format_batches(&plan)
-            .unwrap()
-            .to_string();
+        let plan = text(&ctx, &format!("EXPLAIN {sql}")).await;
         // Counted from the index's row set, or its rows streamed.
         assert!(
             plan.contains("IndexCountExec") || plan.contains("ScalarIndexExec"),
             "{filter}: no index used\n{plan}"
         );
         let got = ids(&ctx, &sql).await;
-        let scan = ids(
-            &ctx,
-            &format!(
-                "SELECT count(*)::BIGINT FROM t WHERE ({filter}) OR (id + 0 < -1 AND id IS NOT NULL)"
-            ),
-        )
-        .await;
+        let scan = scan_count(&ctx, filter).await;
         assert_eq!(got, vec![*count], "{filter}: ours vs pylance");
         assert_eq!(scan, vec![*count], "{filter}: our full scan vs pylance");
     }
