@@ -46,9 +46,23 @@ pub fn usable(meta: &IndexMetadata) -> std::result::Result<IndexKind, Unusable> 
     Ok(kind)
 }
 
+/// Keeps only the rows of fragments `meta` covers: a segment speaks for
+/// those alone. (With stable row ids, compaction and updates move rows to
+/// new fragments under the same id; a segment built before the move still
+/// holds the id, with the row's old value, but no longer covers it.)
+fn within_coverage(meta: &IndexMetadata, rows: &mut RowSet) {
+    let Some(covered) = meta.fragment_bitmap.as_ref() else {
+        return;
+    };
+    if rows.fragments().any(|(f, _)| !covered.contains(f.0)) {
+        rows.retain_fragments(|f| covered.contains(f.0));
+    }
+}
+
 /// Searches one segment of a known kind; the result is row addresses of
 /// `ds` (a segment storing stable row ids is translated, ids of rows gone
-/// since are dropped), restricted to `allow` (addresses) when given.
+/// since are dropped) in the fragments the segment covers, restricted to
+/// `allow` (addresses) when given.
 pub async fn search(
     ds: &Dataset,
     meta: &IndexMetadata,
@@ -63,8 +77,8 @@ pub async fn search(
         meta,
     };
     let stable = ds.manifest().uses_stable_row_ids();
-    match kind.stored_ids(meta.index_version.unwrap_or(0), stable) {
-        StoredIds::RowAddress => kind.search(seg, cache, q, allow).await,
+    let mut r = match kind.stored_ids(meta.index_version.unwrap_or(0), stable) {
+        StoredIds::RowAddress => kind.search(seg, cache, q, allow).await?,
         StoredIds::RowId => {
             let r = kind.search(seg, cache, q, None).await?;
             let rows = ds.row_ids_to_addresses(r.rows.as_treemap()).await?;
@@ -72,18 +86,23 @@ pub async fn search(
                 Some(c) => Some(ds.row_ids_to_addresses(c.as_treemap()).await?.into()),
                 None => None,
             };
-            Ok(SearchResult {
+            SearchResult {
                 rows: rows.into(),
                 exactness: r.exactness,
                 certain,
             }
-            .restrict(allow))
+            .restrict(allow)
         }
+    };
+    within_coverage(meta, &mut r.rows);
+    if let Some(c) = r.certain.as_mut() {
+        within_coverage(meta, c);
     }
+    Ok(r)
 }
 
-/// A segment's distinct values and the row addresses (of `ds`) of each,
-/// if its kind keeps them (see [`crate::IndexType::groups`]).
+/// A segment's distinct values and the row addresses (of `ds`, in the
+/// fragments it covers) of each, if its kind keeps them (see [`crate::IndexType::groups`]).
 pub async fn groups(
     ds: &Dataset,
     meta: &IndexMetadata,
@@ -103,6 +122,9 @@ pub async fn groups(
         for r in &mut g.rows {
             *r = ds.row_ids_to_addresses(r.as_treemap()).await?.into();
         }
+    }
+    for r in &mut g.rows {
+        within_coverage(meta, r);
     }
     Ok(Some(g))
 }
