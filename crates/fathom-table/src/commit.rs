@@ -187,7 +187,11 @@ pub(crate) async fn commit(
                 )),
             };
             match compat {
-                Compatibility::Compatible => {}
+                Compatibility::Compatible => {
+                    if let Some(theirs) = &theirs {
+                        op.rebase_onto(&theirs.operation);
+                    }
+                }
                 Compatibility::Rebase => {
                     rebase_delete(t, &mut op, &theirs_manifest, base.version).await?
                 }

@@ -95,7 +95,7 @@ const READABLE_VERSIONS: [&str; 3] = ["2.0", "2.1", "2.2"];
 
 /// `params` writing data files of the dataset's own version (new files
 /// must match it); a version this library cannot write is refused.
-fn params_for(m: &Manifest, uri: &str, mut params: WriteParams) -> Result<WriteParams> {
+pub(crate) fn params_for(m: &Manifest, uri: &str, mut params: WriteParams) -> Result<WriteParams> {
     match FileVersion::parse(&m.data_format.1) {
         Some(v) => {
             params.file.version = v;
@@ -515,6 +515,7 @@ impl Dataset {
             updated: p.updated,
             new: new_fragments,
             fields_modified: vec![],
+            mode: crate::transaction::UpdateMode::RewriteRows,
         })
         .await
     }

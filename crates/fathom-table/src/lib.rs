@@ -33,6 +33,7 @@ pub mod snapshot;
 pub mod store;
 pub mod take;
 pub mod transaction;
+pub mod update;
 pub mod versions;
 pub mod write;
 
@@ -46,6 +47,6 @@ pub use scan::{Projection, ROW_ADDR, ROW_ID};
 pub use scanner::Scanner;
 pub use snapshot::DatasetSnapshot;
 pub use take::Taker;
-pub use transaction::Operation;
+pub use transaction::{Operation, UpdateMode};
 pub use versions::VersionInfo;
 pub use write::WriteParams;

@@ -276,9 +276,25 @@ impl FragmentReader {
                     ),
                 });
             }
-            let CachedFile { reader, by_id } = cache
+            let CachedFile { reader, mut by_id } = cache
                 .file(store, data_file_path(root, &f.path), f.file_size_bytes)
                 .await?;
+            if f.fields.contains(&-2) {
+                // Tombstoned fields (rewritten into a newer file) are not
+                // read from this one: a field counts if it or one of its
+                // children is still listed.
+                fn listed(fld: &fathom_file::LanceField, ids: &[i32]) -> bool {
+                    ids.contains(&fld.id) || fld.children.iter().any(|c| listed(c, ids))
+                }
+                let top = &reader.lance_schema().fields;
+                by_id = Arc::new(
+                    by_id
+                        .iter()
+                        .filter(|(_, i)| listed(&top[**i], &f.fields))
+                        .map(|(id, i)| (*id, *i))
+                        .collect(),
+                );
+            }
             if reader.num_rows() != fragment.physical_rows {
                 return Err(Error::corrupt(
                     &f.path,
@@ -330,7 +346,9 @@ impl FragmentReader {
     /// with them): per zone of physical rows, min / max / nulls per column.
     pub async fn zone_stats(&self) -> Result<Option<fathom_file::stats::ZoneStats>> {
         match self.files.as_slice() {
-            [(reader, _)] => Ok(reader.zone_stats().await?),
+            [(reader, _)] if !self.fragment.files[0].fields.contains(&-2) => {
+                Ok(reader.zone_stats().await?)
+            }
             _ => Ok(None),
         }
     }

@@ -53,12 +53,66 @@ pub enum Operation {
     /// Index segments stop covering the old fragments in the same commit.
     Rewrite { groups: Vec<RewriteGroup> },
     /// Rows rewritten: fragments removed or updated, new fragments added.
+    /// With `RewriteColumns`, `updated` fragments carry new data files for
+    /// `fields_modified` (old columns tombstoned), and every index segment
+    /// on one of those fields stops covering them in the same commit.
     Update {
         removed_ids: Vec<u64>,
         updated: Vec<Fragment>,
         new: Vec<Fragment>,
         fields_modified: Vec<u32>,
+        mode: UpdateMode,
     },
+}
+
+/// How an [`Operation::Update`] changed rows (Lance's `UpdateMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpdateMode {
+    /// Rows deleted where they were and written to new fragments.
+    #[default]
+    RewriteRows,
+    /// The modified columns of each updated fragment written whole to a
+    /// new data file; rows stay where they are.
+    RewriteColumns,
+}
+
+/// Removes `fragments` from the coverage of every segment keyed on or
+/// carrying one of `fields` (their values there changed in place).
+fn uncover(indices: &mut [IndexMetadata], fragments: &[Fragment], fields: &[u32]) {
+    if fields.is_empty() || fragments.is_empty() {
+        return;
+    }
+    for i in indices {
+        let touches = i
+            .fields
+            .iter()
+            .chain(&i.covering_fields)
+            .any(|f| u32::try_from(*f).is_ok_and(|f| fields.contains(&f)));
+        if let (true, Some(b)) = (touches, i.fragment_bitmap.as_mut()) {
+            for f in fragments {
+                b.remove(f.id as u32);
+            }
+        }
+    }
+}
+
+impl Operation {
+    /// Adjusts `self`, about to commit after `theirs`, where the two
+    /// compose but not as-is: index segments built before a concurrent
+    /// in-place column update must not cover the fragments it changed.
+    pub fn rebase_onto(&mut self, theirs: &Operation) {
+        if let (
+            Operation::CreateIndex { new, .. },
+            Operation::Update {
+                updated,
+                fields_modified,
+                ..
+            },
+        ) = (self, theirs)
+        {
+            uncover(new, updated, fields_modified);
+        }
+    }
 }
 
 /// Old fragments and the fragments their live rows were rewritten into.
@@ -233,20 +287,25 @@ pub fn apply(
         }
         Operation::Update {
             removed_ids,
-            updated,
+            updated: updated_list,
             new,
+            fields_modified,
             ..
         } => {
-            let updated: HashMap<u64, &Fragment> = updated.iter().map(|f| (f.id, f)).collect();
+            uncover(&mut m.indices, updated_list, fields_modified);
+            let updated: HashMap<u64, &Fragment> = updated_list.iter().map(|f| (f.id, f)).collect();
             let removed: HashSet<u64> = removed_ids.iter().copied().collect();
             m.fragments = m
                 .fragments
                 .iter()
                 .filter(|f| !removed.contains(&f.id))
                 .map(|f| {
-                    updated
+                    let mut f = updated
                         .get(&f.id)
-                        .map_or_else(|| f.clone(), |u| (*u).clone())
+                        .map_or_else(|| f.clone(), |u| (*u).clone());
+                    // Data files left holding only tombstoned fields go.
+                    f.files.retain(|d| d.fields.iter().any(|&id| id != -2));
+                    f
                 })
                 .collect();
             let new = assign_ids(base, &mut next_frag, &mut next_row, new);
@@ -408,11 +467,17 @@ impl Transaction {
                 updated,
                 new,
                 fields_modified,
+                mode,
             } => t::Operation::Update(t::Update {
                 removed_fragment_ids: removed_ids.clone(),
                 updated_fragments: frags(updated),
                 new_fragments: frags(new),
                 fields_modified: fields_modified.clone(),
+                fields_for_preserving_frag_bitmap: vec![],
+                update_mode: match mode {
+                    UpdateMode::RewriteRows => t::UpdateMode::RewriteRows,
+                    UpdateMode::RewriteColumns => t::UpdateMode::RewriteColumns,
+                } as i32,
             }),
         };
         pb::Transaction {
@@ -484,6 +549,11 @@ impl Transaction {
                 removed_ids: u.removed_fragment_ids,
                 updated: frags(u.updated_fragments)?,
                 new: frags(u.new_fragments)?,
+                mode: if u.update_mode == tp::UpdateMode::RewriteColumns as i32 {
+                    UpdateMode::RewriteColumns
+                } else {
+                    UpdateMode::RewriteRows
+                },
                 fields_modified: u.fields_modified,
             },
             None => return Ok(None),

@@ -1,6 +1,6 @@
 //! Property test: random sequences of create/append/delete/overwrite/
-//! restore against an in-memory model; every version reads back equal to
-//! the model's rows for that version.
+//! restore/compact/in-place column update against an in-memory model;
+//! every version reads back equal to the model's rows for that version.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -19,6 +19,26 @@ enum Op {
     Restore(usize),
     /// Compact toward fragments of this many rows.
     Compact(u64),
+    /// Set `value` of ids with id % m == r to "u{tag}-{id}" (NULL when
+    /// tag is 0), rewriting the column in place.
+    UpdateColumn(i64, i64, u8),
+}
+
+/// A row as the model keeps it: id and value.
+type Row = (i64, Option<String>);
+
+fn model_rows(ids: impl IntoIterator<Item = i64>) -> Vec<Row> {
+    ids.into_iter()
+        .map(|i| (i, (i % 5 != 0).then(|| format!("v{i}"))))
+        .collect()
+}
+
+fn read_rows(b: &arrow_array::RecordBatch) -> Vec<Row> {
+    let v = b.column_by_name("value").unwrap().as_string::<i32>();
+    ids(b)
+        .into_iter()
+        .zip(v.iter().map(|x| x.map(String::from)))
+        .collect()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -28,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1i64..40).prop_map(Op::Overwrite),
         1 => any::<usize>().prop_map(Op::Restore),
         2 => (5u64..80).prop_map(Op::Compact),
+        2 => (1i64..6, 0i64..6, 0u8..4).prop_map(|(m, r, t)| Op::UpdateColumn(m, r % m, t)),
     ]
 }
 
@@ -42,14 +63,14 @@ async fn run(ops: Vec<Op>, stable: bool) {
     let mut ds = Dataset::write(&uri, &[rows(0..30)], WriteMode::Create, params.clone())
         .await
         .unwrap();
-    let mut model: Vec<Vec<i64>> = vec![(0..30).collect()]; // model[i] = version i + 1
+    let mut model: Vec<Vec<Row>> = vec![model_rows(0..30)]; // model[i] = version i + 1
     for op in ops {
         let cur = model.last().unwrap().clone();
         let (new_ds, new_rows) = match op {
             Op::Append(n) => {
                 let d = ds.append(&[rows(next..next + n)], &params).await.unwrap();
                 let mut r = cur.clone();
-                r.extend(next..next + n);
+                r.extend(model_rows(next..next + n));
                 next += n;
                 (d, r)
             }
@@ -64,14 +85,14 @@ async fn run(ops: Vec<Op>, stable: bool) {
                     })
                     .await
                     .unwrap();
-                (d, cur.iter().copied().filter(|v| v % m != rem).collect())
+                (d, cur.iter().filter(|v| v.0 % m != rem).cloned().collect())
             }
             Op::Overwrite(n) => {
                 let d = ds
                     .overwrite(&[rows(next..next + n)], &params)
                     .await
                     .unwrap();
-                let r = (next..next + n).collect();
+                let r = model_rows(next..next + n);
                 next += n;
                 (d, r)
             }
@@ -103,6 +124,48 @@ async fn run(ops: Vec<Op>, stable: bool) {
                 }
                 (d, cur.clone())
             }
+            Op::UpdateColumn(m, rem, tag) => {
+                let all = ds
+                    .scan()
+                    .project(&["id", "_rowaddr"])
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap();
+                let addrs = all
+                    .column(1)
+                    .as_primitive::<arrow_array::types::UInt64Type>();
+                let (mut hit, mut vals) = (vec![], vec![]);
+                for (id, a) in ids(&all).into_iter().zip(addrs.values()) {
+                    if id % m == rem {
+                        hit.push(*a);
+                        vals.push((tag != 0).then(|| format!("u{tag}-{id}")));
+                    }
+                }
+                let values =
+                    arrow_array::RecordBatch::try_new(
+                        std::sync::Arc::new(arrow_schema::Schema::new(vec![
+                            arrow_schema::Field::new("value", arrow_schema::DataType::Utf8, true),
+                        ])),
+                        vec![std::sync::Arc::new(arrow_array::StringArray::from(vals))],
+                    )
+                    .unwrap();
+                let before = id_to_rowid(&ds).await;
+                let d = ds
+                    .update_columns(&["value"], &hit, &values, None)
+                    .await
+                    .unwrap();
+                // Rows stay where they are, with their ids.
+                assert_eq!(id_to_rowid(&d).await, before);
+                let r = cur
+                    .iter()
+                    .map(|(id, v)| match id % m == rem {
+                        true => (*id, (tag != 0).then(|| format!("u{tag}-{id}"))),
+                        false => (*id, v.clone()),
+                    })
+                    .collect();
+                (d, r)
+            }
             Op::Restore(i) => {
                 let v = i % model.len();
                 let d = ds
@@ -128,7 +191,7 @@ async fn run(ops: Vec<Op>, stable: bool) {
     for (i, want) in model.iter().enumerate() {
         let v = latest.checkout(i as u64 + 1).await.unwrap();
         assert_eq!(
-            &ids(&v.scan().collect().await.unwrap()),
+            &read_rows(&v.scan().collect().await.unwrap()),
             want,
             "version {}",
             i + 1

@@ -1,0 +1,199 @@
+//! In-place column updates (Lance's `UpdateMode::RewriteColumns`).
+//!
+//! Rows stay where they are: for each fragment holding an updated row, the
+//! updated columns are read whole, the new values put in at the updated
+//! offsets, and the columns written to one new data file of the fragment.
+//! The old columns' field ids are tombstoned (`-2`) in the fragment's older
+//! data files (a file left with nothing but tombstones is dropped), and in
+//! the same commit every index segment keyed on or carrying one of the
+//! columns stops covering those fragments: they are scanned flat until an
+//! index is extended over them again. Row ids, row addresses, deletion
+//! files and every other column are untouched, so segments on other
+//! columns keep covering the fragments.
+
+use std::collections::BTreeMap;
+
+use arrow_array::{Array, RecordBatch};
+use fathom_file::{LanceField, LanceSchema};
+
+use crate::compact::ProgressFn;
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::format::Fragment;
+use crate::scan::{Projection, Rows};
+use crate::transaction::{Operation, UpdateMode};
+use crate::write::{FragmentWriter, WriteParams, conform_batch};
+
+fn subtree_ids(f: &LanceField, out: &mut Vec<i32>) {
+    out.push(f.id);
+    f.children.iter().for_each(|c| subtree_ids(c, out));
+}
+
+impl Dataset {
+    /// Sets `columns` (top-level columns, by name) of the rows at
+    /// `addresses` to the values in `values` (one row per address, one
+    /// column per name, in order), rewriting those columns of the touched
+    /// fragments in place; one commit. See the module documentation.
+    pub async fn update_columns(
+        &self,
+        columns: &[&str],
+        addresses: &[u64],
+        values: &RecordBatch,
+        progress: Option<&ProgressFn>,
+    ) -> Result<Self> {
+        if addresses.len() != values.num_rows() {
+            return Err(Error::invalid(format!(
+                "{} addresses but {} rows of new values",
+                addresses.len(),
+                values.num_rows()
+            )));
+        }
+        let schema = &self.manifest().schema;
+        let mut positions = Vec::with_capacity(columns.len());
+        let mut fields = Vec::with_capacity(columns.len());
+        for name in columns {
+            let i = schema
+                .fields
+                .iter()
+                .position(|f| f.name == *name)
+                .ok_or_else(|| {
+                    Error::invalid(format!("'{name}' is not a column of {}", self.uri()))
+                })?;
+            if positions.contains(&i) {
+                return Err(Error::invalid(format!("column '{name}' is set twice")));
+            }
+            positions.push(i);
+            fields.push(schema.fields[i].clone());
+        }
+        let part = LanceSchema {
+            fields,
+            metadata: schema.metadata.clone(),
+        };
+        let part_arrow = std::sync::Arc::new(part.to_arrow()?);
+        let values = conform_batch(&part_arrow, values)?;
+        let mut modified = Vec::new();
+        part.fields
+            .iter()
+            .for_each(|f| subtree_ids(f, &mut modified));
+
+        // Per fragment: (offset, row of `values`), sorted by offset.
+        let mut by_fragment: BTreeMap<u64, Vec<(u32, usize)>> = BTreeMap::new();
+        for (row, &a) in addresses.iter().enumerate() {
+            by_fragment
+                .entry(a >> 32)
+                .or_default()
+                .push((a as u32, row));
+        }
+        let projection = Projection {
+            fields: positions,
+            with_row_id: false,
+            with_row_addr: false,
+        };
+        let total = by_fragment.len() as u64;
+        let mut updated = Vec::with_capacity(by_fragment.len());
+        for (done, (frag_id, mut cells)) in by_fragment.into_iter().enumerate() {
+            let frag = self.fragment(frag_id).ok_or_else(|| {
+                Error::invalid(format!(
+                    "row address {}: fragment {frag_id} is not in version {}",
+                    frag_id << 32,
+                    self.version()
+                ))
+            })?;
+            cells.sort_unstable();
+            for w in cells.windows(2) {
+                if w[0].0 == w[1].0 {
+                    return Err(Error::invalid(format!(
+                        "row address {} is updated twice",
+                        (frag_id << 32) | w[0].0 as u64
+                    )));
+                }
+            }
+            if let Some(&(o, _)) = cells.last()
+                && o as u64 >= frag.physical_rows
+            {
+                return Err(Error::invalid(format!(
+                    "row address {}: offset {o} beyond the {} rows of fragment {frag_id}",
+                    (frag_id << 32) | o as u64,
+                    frag.physical_rows
+                )));
+            }
+            updated.push(
+                self.rewrite_fragment_columns(frag, &projection, &part, &modified, &values, &cells)
+                    .await?,
+            );
+            if let Some(p) = progress {
+                p("updating columns", done as u64 + 1, total);
+            }
+        }
+        if updated.is_empty() {
+            return Ok(self.clone());
+        }
+        self.commit(Operation::Update {
+            removed_ids: vec![],
+            updated,
+            new: vec![],
+            fields_modified: modified.iter().map(|&i| i as u32).collect(),
+            mode: UpdateMode::RewriteColumns,
+        })
+        .await
+    }
+
+    /// `frag` with `part`'s columns rewritten: old values, with
+    /// `values[row]` at each `(offset, row)` of `cells`.
+    async fn rewrite_fragment_columns(
+        &self,
+        frag: &Fragment,
+        projection: &Projection,
+        part: &LanceSchema,
+        modified: &[i32],
+        values: &RecordBatch,
+        cells: &[(u32, usize)],
+    ) -> Result<Fragment> {
+        let reader = self.fragment_reader(frag, false).await?;
+        let n = frag.physical_rows;
+        let old = reader.read(projection, Rows::Runs(&[0..n])).await?;
+        // Per physical offset: (0, offset) keeps the old value, (1, row)
+        // takes the new one.
+        let mut picks: Vec<(usize, usize)> = (0..n as usize).map(|o| (0, o)).collect();
+        for &(o, row) in cells {
+            picks[o as usize] = (1, row);
+        }
+        let cols = (0..old.num_columns())
+            .map(|c| {
+                let sources: [&dyn Array; 2] = [old.column(c).as_ref(), values.column(c).as_ref()];
+                arrow_select::interleave::interleave(&sources, &picks)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let batch = RecordBatch::try_new(values.schema(), cols)?;
+        let params = WriteParams {
+            max_rows_per_file: n as usize,
+            ..Default::default()
+        };
+        let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
+        let mut w = FragmentWriter::new(
+            self.store().clone(),
+            self.root().clone(),
+            part.clone(),
+            params,
+        )?;
+        w.write(&batch).await?;
+        let written = w.finish().await?;
+        let [new_file] = written.as_slice() else {
+            return Err(Error::invalid(format!(
+                "rewriting columns of fragment {} produced {} files",
+                frag.id,
+                written.len()
+            )));
+        };
+        let mut f = frag.clone();
+        for d in &mut f.files {
+            for id in &mut d.fields {
+                if modified.contains(id) {
+                    *id = -2;
+                }
+            }
+        }
+        f.files.push(new_file.files[0].clone());
+        Ok(f)
+    }
+}
