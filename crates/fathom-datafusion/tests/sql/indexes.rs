@@ -81,6 +81,9 @@ enum Step {
     /// Compact toward fragments of this many rows; extend the indexes
     /// over the new fragments or leave them uncovered.
     Compact(u64, bool),
+    /// Set column 1 + (c % 3) (k, s or x) of about a fifth of the rows
+    /// (chosen by the seed) to new random values, in place.
+    UpdateColumn(usize, u64),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -90,6 +93,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
         (2u64..900, any::<bool>()).prop_map(|(t, r)| Step::Compact(t, r)),
+        (0usize..3, any::<u64>()).prop_map(|(c, s)| Step::UpdateColumn(c, s)),
     ]
 }
 
@@ -177,6 +181,31 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     .await
                     .unwrap()
                     .0
+            }
+            Step::UpdateColumn(c, seed) => {
+                let mut r = rand::rngs::StdRng::seed_from_u64(*seed);
+                let live = ds
+                    .scan()
+                    .project(&["_rowaddr"])
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap();
+                let addrs: Vec<u64> = live
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::UInt64Array>()
+                    .unwrap()
+                    .values()
+                    .iter()
+                    .copied()
+                    .filter(|_| r.random_bool(0.2))
+                    .collect();
+                let col = 1 + c % 3;
+                let fresh = rows(0, addrs.len(), &mut r).project(&[col]).unwrap();
+                ds.update_columns(&[COLUMNS[col]], &addrs, &fresh, None)
+                    .await
+                    .unwrap()
             }
         };
         if std::env::var("FATHOM_DEBUG_STEPS").is_ok() {
