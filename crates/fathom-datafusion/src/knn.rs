@@ -59,6 +59,10 @@ extensions_options! {
         pub exact_search: bool, default = false
         /// Vector search: candidates an HNSW graph search keeps (at least k).
         pub hnsw_ef: usize, default = 100
+        /// UPDATE: 'rows' moves updated rows to new fragments, 'columns'
+        /// rewrites the set columns of the touched fragments in place,
+        /// 'auto' picks the one writing fewer bytes.
+        pub update_mode: String, default = "auto".to_string()
     }
 }
 

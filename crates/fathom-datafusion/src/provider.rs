@@ -428,7 +428,14 @@ impl TableProvider for FathomTable {
         self.check_writable("UPDATE")?;
         let ds = self.state.latest().await?;
         let n = ds.schema().fields().len();
-        let mut needed: BTreeSet<usize> = (0..n).collect();
+        let mode = state
+            .config_options()
+            .extensions
+            .get::<crate::knn::FathomOptions>()
+            .map_or(Ok(None), |o| {
+                crate::exec::dml::parse_update_mode(&o.update_mode)
+            })?;
+        let mut needed: BTreeSet<usize> = BTreeSet::new();
         for f in &filters {
             needed.extend(self.columns_of(f)?);
         }
@@ -455,6 +462,7 @@ impl TableProvider for FathomTable {
                 read,
                 filter,
                 assignments: per_column,
+                mode,
             },
         )))
     }

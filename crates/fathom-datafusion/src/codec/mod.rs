@@ -464,8 +464,14 @@ impl FathomPhysicalCodec {
                     read,
                     filter,
                     assignments,
+                    mode,
                 } => {
                     m.op = 3;
+                    m.update_mode = match mode {
+                        None => 0,
+                        Some(fathom_table::UpdateMode::RewriteRows) => 1,
+                        Some(fathom_table::UpdateMode::RewriteColumns) => 2,
+                    };
                     m.read = Some(enc_projection(read));
                     m.filter = x.enc_opt(filter.as_ref())?;
                     m.assignments = assignments
@@ -625,10 +631,17 @@ impl FathomPhysicalCodec {
                                 .iter()
                                 .map(|a| x.dec_opt(a.value.as_ref(), &schema))
                                 .collect::<Result<_>>()?;
+                            let mode = match m.update_mode {
+                                0 => None,
+                                1 => Some(fathom_table::UpdateMode::RewriteRows),
+                                2 => Some(fathom_table::UpdateMode::RewriteColumns),
+                                v => return Err(bad(format!("unknown update mode {v}"))),
+                            };
                             DmlKind::Update {
                                 read,
                                 filter,
                                 assignments,
+                                mode,
                             }
                         }
                     }

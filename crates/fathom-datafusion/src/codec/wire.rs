@@ -243,6 +243,9 @@ pub struct Dml {
     /// Per table column (update): its new value, if assigned.
     #[prost(message, repeated, tag = "6")]
     pub assignments: Vec<Assignment>,
+    /// Update strategy: 0 auto, 1 rows, 2 columns.
+    #[prost(uint32, tag = "7")]
+    pub update_mode: u32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -17,7 +17,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, execute_stream,
 };
 use fathom_table::scan::Projection;
-use fathom_table::{Operation, WriteParams};
+use fathom_table::{Operation, UpdateMode, WriteParams};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::error::to_df;
@@ -40,7 +40,22 @@ pub enum DmlKind {
         filter: Option<Arc<dyn PhysicalExpr>>,
         /// Per table column: its new value, or `None` to keep it.
         assignments: Vec<Option<Arc<dyn PhysicalExpr>>>,
+        /// How the rows are rewritten (`None`: the cheaper way, see
+        /// `Dataset::cheaper_update`).
+        mode: Option<UpdateMode>,
     },
+}
+
+/// The `fathom.update_mode` setting: `None` for 'auto'.
+pub fn parse_update_mode(s: &str) -> Result<Option<UpdateMode>> {
+    match s.to_ascii_lowercase().as_str() {
+        "auto" => Ok(None),
+        "rows" => Ok(Some(UpdateMode::RewriteRows)),
+        "columns" => Ok(Some(UpdateMode::RewriteColumns)),
+        other => Err(DataFusionError::Plan(format!(
+            "fathom.update_mode is '{other}'; expected 'auto', 'rows' or 'columns'"
+        ))),
+    }
 }
 
 /// Runs one DML statement.
@@ -95,10 +110,15 @@ impl DisplayAs for DmlExec {
                 }
                 Ok(())
             }
-            DmlKind::Update { filter, .. } => {
-                write!(f, "FathomUpdateExec")?;
+            DmlKind::Update { filter, mode, .. } => {
+                let mode = match mode {
+                    None => "auto",
+                    Some(UpdateMode::RewriteRows) => "rows",
+                    Some(UpdateMode::RewriteColumns) => "columns",
+                };
+                write!(f, "FathomUpdateExec: mode={mode}")?;
                 if let Some(p) = filter {
-                    write!(f, ": filter={p}")?;
+                    write!(f, ", filter={p}")?;
                 }
                 Ok(())
             }
@@ -220,6 +240,7 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
             read,
             filter,
             assignments,
+            mode,
         } => {
             let mut stream = ds
                 .scan()
@@ -227,9 +248,15 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
                 .try_into_stream()
                 .await
                 .map_err(to_df)?;
-            let mut writer = ds.fragment_writer(WriteParams::default()).map_err(to_df)?;
-            let mut addrs = Vec::new();
+            // The matched rows' addresses and the new values of the set
+            // columns; the rest of each row is read only if rows move.
+            let set: Vec<usize> = (0..n_fields)
+                .filter(|i| assignments[*i].is_some())
+                .collect();
             let table_schema = ds.schema().clone();
+            let set_schema = Arc::new(table_schema.project(&set)?);
+            let mut addrs = Vec::new();
+            let mut values = Vec::new();
             while let Some(batch) = stream.try_next().await.map_err(to_df)? {
                 let batch = match mask(&filter, &batch)? {
                     Some(m) => arrow_select::filter::filter_record_batch(&batch, &m)?,
@@ -244,35 +271,40 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
                     .downcast_ref::<UInt64Array>()
                     .unwrap();
                 addrs.extend(a.values().iter().copied());
-                let mut cols = Vec::with_capacity(n_fields);
-                for (i, assign) in assignments.iter().enumerate() {
+                let mut cols = Vec::with_capacity(set.len());
+                for &i in &set {
                     let want = table_schema.field(i).data_type();
-                    cols.push(match assign {
-                        None => batch.column(i).clone(),
-                        Some(e) => {
-                            let v = e.evaluate(&batch)?.into_array(batch.num_rows())?;
-                            if v.data_type() == want {
-                                v
-                            } else {
-                                arrow_cast_compat(&v, want)?
-                            }
-                        }
+                    let e = assignments[i].as_ref().unwrap();
+                    let v = e.evaluate(&batch)?.into_array(batch.num_rows())?;
+                    cols.push(if v.data_type() == want {
+                        v
+                    } else {
+                        arrow_cast_compat(&v, want)?
                     });
                 }
-                let new_rows = RecordBatch::try_new(table_schema.clone(), cols).map_err(|e| {
+                values.push(RecordBatch::try_new(set_schema.clone(), cols).map_err(|e| {
                     DataFusionError::Plan(format!(
                         "updated rows do not fit table {}: {e}",
                         ds.uri()
                     ))
-                })?;
-                writer.write(&new_rows).await.map_err(to_df)?;
+                })?);
             }
-            let fragments = writer.finish().await.map_err(to_df)?;
             if addrs.is_empty() {
                 return Ok(0);
             }
+            let values = arrow_select::concat::concat_batches(&set_schema, &values)?;
+            let names: Vec<&str> = set
+                .iter()
+                .map(|&i| table_schema.field(i).name().as_str())
+                .collect();
             let n = addrs.len() as u64;
-            let new = ds.update_rows(&addrs, fragments).await.map_err(to_df)?;
+            let new = match mode.unwrap_or_else(|| ds.cheaper_update(&addrs, &values)) {
+                UpdateMode::RewriteColumns => {
+                    ds.update_columns(&names, &addrs, &values, None).await
+                }
+                UpdateMode::RewriteRows => ds.update_rows_with(&names, &addrs, &values).await,
+            }
+            .map_err(to_df)?;
             state.set(new);
             Ok(n)
         }

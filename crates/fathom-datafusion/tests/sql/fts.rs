@@ -612,8 +612,16 @@ async fn equals_brute_force_through_changes() {
                     log.push(format!("delete %{k}"));
                 }
                 2 => {
-                    // Rows move to a new fragment (rewritten), ids change.
+                    // Rows move to a new fragment (rewritten), or their
+                    // columns are rewritten in place (the touched fragments
+                    // leave the index, deleted rows there included).
                     let k = rng.random_range(5..13);
+                    let columns = rng.random_bool(0.5);
+                    let mode = if columns { "columns" } else { "rows" };
+                    m.refresh(&ctx).await;
+                    run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
+                        .await
+                        .unwrap();
                     run_sql(
                         &ctx,
                         &format!(
@@ -622,23 +630,41 @@ async fn equals_brute_force_through_changes() {
                     )
                     .await
                     .unwrap();
-                    let moved: Vec<Row> = m
-                        .rows
-                        .iter_mut()
-                        .filter(|r| r.live && r.id % k == 2)
-                        .map(|r| {
-                            r.live = false;
-                            Row {
-                                id: r.id + 1_000_000,
-                                body: r.body.as_ref().map(|b| format!("{b} zuz")),
-                                live: true,
-                                indexed: false,
-                                fragment: 0,
+                    if columns {
+                        let touched: HashSet<u64> = m
+                            .rows
+                            .iter()
+                            .filter(|r| r.live && r.id % k == 2)
+                            .map(|r| r.fragment)
+                            .collect();
+                        for r in m.rows.iter_mut() {
+                            if touched.contains(&r.fragment) {
+                                r.indexed = false;
                             }
-                        })
-                        .collect();
-                    m.rows.extend(moved);
-                    log.push(format!("update %{k}"));
+                            if r.live && r.id % k == 2 {
+                                r.id += 1_000_000;
+                                r.body = r.body.as_ref().map(|b| format!("{b} zuz"));
+                            }
+                        }
+                    } else {
+                        let moved: Vec<Row> = m
+                            .rows
+                            .iter_mut()
+                            .filter(|r| r.live && r.id % k == 2)
+                            .map(|r| {
+                                r.live = false;
+                                Row {
+                                    id: r.id + 1_000_000,
+                                    body: r.body.as_ref().map(|b| format!("{b} zuz")),
+                                    live: true,
+                                    indexed: false,
+                                    fragment: 0,
+                                }
+                            })
+                            .collect();
+                        m.rows.extend(moved);
+                    }
+                    log.push(format!("update %{k} ({mode})"));
                 }
                 3 => {
                     run_sql(

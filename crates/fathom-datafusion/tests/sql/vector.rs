@@ -268,15 +268,20 @@ async fn equals_brute_force_through_changes() {
                     log.push(format!("delete %{m}"));
                 }
                 2 => {
-                    // Rows move to a new fragment (rewritten), ids change.
+                    // Rows move to a new fragment (rewritten) or their
+                    // columns are rewritten in place; ids change.
                     let m = rng.random_range(5..13);
+                    let mode = ["rows", "columns", "auto"][rng.random_range(0..3)];
+                    run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
+                        .await
+                        .unwrap();
                     run_sql(
                         &ctx,
                         &format!("UPDATE t SET id = id + 1000000, cat = 'c3' WHERE id % {m} = 2"),
                     )
                     .await
                     .unwrap();
-                    log.push(format!("update %{m}"));
+                    log.push(format!("update %{m} ({mode})"));
                 }
                 3 => {
                     run_sql(
