@@ -2,7 +2,8 @@
 //! several fragments, both kinds of deletion file, several versions) read
 //! back equal here, every version; datasets written here open in pylance
 //! with equal rows, counts, versions and time travel; pylance can append to
-//! and delete from them, and we read the result.
+//! and delete from them (in-place column updates included), and we read
+//! the result.
 
 use std::path::{Path as FsPath, PathBuf};
 use std::process::Command;
@@ -322,6 +323,50 @@ fn pylance_reads_and_changes_what_we_write() {
             .await
             .unwrap();
         let ds = ds.delete_rows(&[1, 2]).await.unwrap();
+        // In-place column updates (tombstoned field ids), twice over the
+        // same fragments: the first update's file is then dropped whole.
+        let mut ds = ds;
+        for (m, tag) in [(7, "u"), (14, "w")] {
+            use arrow_array::cast::AsArray;
+            let all = ds
+                .scan()
+                .project(&["id", "_rowaddr"])
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let ids = all
+                .column(0)
+                .as_primitive::<arrow_array::types::Int64Type>();
+            let addrs = all
+                .column(1)
+                .as_primitive::<arrow_array::types::UInt64Type>();
+            let (mut hit, mut vals) = (vec![], vec![]);
+            for i in 0..all.num_rows() {
+                if ids.value(i) % m == 1 {
+                    hit.push(addrs.value(i));
+                    vals.push((ids.value(i) % 4 != 1).then(|| format!("{tag}{}", ids.value(i))));
+                }
+            }
+            let values = RecordBatch::try_new(
+                Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                    "value",
+                    arrow_schema::DataType::Utf8,
+                    true,
+                )])),
+                vec![Arc::new(arrow_array::StringArray::from(vals))],
+            )
+            .unwrap();
+            ds = ds
+                .update_columns(&["value"], &hit, &values, None)
+                .await
+                .unwrap();
+        }
+        assert!(
+            ds.fragments()
+                .iter()
+                .any(|f| f.files.len() == 2 && f.files[0].fields.contains(&-2))
+        );
         let kinds: Vec<_> = ds
             .fragments()
             .iter()
