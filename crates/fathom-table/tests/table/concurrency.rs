@@ -2,6 +2,9 @@
 //! present exactly once, every deleted row is gone, no commit is lost.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
 
 use fathom_table::{Dataset, Error, WriteMode, WriteParams};
 
@@ -156,5 +159,108 @@ fn compaction_against_concurrent_writers() {
         }
         let after = Dataset::open(&uri).await.unwrap();
         assert_eq!(after.count_rows(), before.count_rows() + 1);
+    });
+}
+
+/// An in-place column update and index segments on that column: a segment
+/// committed meanwhile from an older version (built on the old values) is
+/// rebased to leave the updated fragments, an update committed after a
+/// segment takes them out of it, a segment on another column keeps them,
+/// and a delete meanwhile in an updated fragment is a conflict.
+#[test]
+fn column_update_against_concurrent_index_and_delete() {
+    use fathom_table::{IndexMetadata, Operation};
+    fn segment(name: &str, field: i32, frags: std::ops::Range<u32>, v: u64) -> IndexMetadata {
+        IndexMetadata {
+            uuid: uuid::Uuid::new_v4(),
+            name: name.into(),
+            fields: vec![field],
+            dataset_version: v,
+            fragment_bitmap: Some(frags.collect()),
+            index_details: None,
+            index_version: Some(0),
+            created_at_ms: None,
+            base_id: None,
+            files: vec![],
+            covering_fields: vec![],
+        }
+    }
+    fn values(n: usize) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                "value",
+                arrow_schema::DataType::Utf8,
+                true,
+            )])),
+            vec![Arc::new(arrow_array::StringArray::from(vec!["new"; n]))],
+        )
+        .unwrap()
+    }
+    runtime().block_on(async {
+        let uri = unique_uri("update-conc");
+        let params = WriteParams {
+            max_rows_per_file: 50,
+            ..Default::default()
+        };
+        let base = Dataset::write(&uri, &[rows(0..200)], WriteMode::Create, params)
+            .await
+            .unwrap();
+        let v = base.version();
+        // Fragment 1 updated in place; meanwhile (from `base`) segments
+        // on `value` (field 1) and on `id` (field 0) over all 4 fragments.
+        base.update_columns(&["value"], &[(1 << 32) | 5], &values(1), None)
+            .await
+            .unwrap();
+        let ds = base
+            .commit(Operation::CreateIndex {
+                new: vec![
+                    segment("value_idx", 1, 0..4, v),
+                    segment("id_idx", 0, 0..4, v),
+                ],
+                removed: vec![],
+            })
+            .await
+            .unwrap();
+        let cover = |ds: &Dataset, name: &str| -> Vec<u32> {
+            ds.manifest()
+                .indices
+                .iter()
+                .filter(|i| i.name == name)
+                .flat_map(|i| i.fragment_bitmap.clone().unwrap())
+                .collect()
+        };
+        assert_eq!(cover(&ds, "value_idx"), vec![0, 2, 3]);
+        assert_eq!(cover(&ds, "id_idx"), vec![0, 1, 2, 3]);
+        // An update from a version before the segments: applied to the
+        // latest manifest, it takes fragment 2 out of value_idx.
+        let stale = ds.checkout(v + 1).await.unwrap();
+        let ds = stale
+            .update_columns(&["value"], &[(2 << 32) | 7], &values(1), None)
+            .await
+            .unwrap();
+        assert_eq!(cover(&ds, "value_idx"), vec![0, 3]);
+        assert_eq!(cover(&ds, "id_idx"), vec![0, 1, 2, 3]);
+        // A delete meanwhile in a fragment the update rewrites: conflict.
+        let before = ds.clone();
+        ds.delete_rows(&[(3 << 32) | 1]).await.unwrap();
+        match before
+            .update_columns(&["value"], &[(3 << 32) | 2], &values(1), None)
+            .await
+        {
+            Err(Error::Conflict { .. }) => {}
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        let latest = Dataset::open(&uri).await.unwrap();
+        assert_eq!(latest.count_rows(), 199);
+        let b = latest.scan().collect().await.unwrap();
+        let news = b
+            .column(1)
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap()
+            .iter()
+            .filter(|s| *s == Some("new"))
+            .count();
+        assert_eq!(news, 2);
     });
 }
