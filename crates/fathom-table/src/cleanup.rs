@@ -62,6 +62,11 @@ impl Dataset {
                 for d in &f.files {
                     s.insert(naming::data_file_path(&self.root, &d.path));
                 }
+                for o in &f.passthrough.overlays {
+                    if let Some(d) = &o.data_file {
+                        s.insert(naming::data_file_path(&self.root, &d.path));
+                    }
+                }
                 if let Some(d) = &f.deletion_file {
                     s.insert(naming::deletion_file_path(
                         &self.root,

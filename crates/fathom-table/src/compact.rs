@@ -191,14 +191,16 @@ pub async fn plan_compaction(ds: &Dataset, opts: &CompactionOptions) -> Result<C
         } else {
             deleted as f64 / f.physical_rows as f64
         };
-        let candidacy =
-            if opts.materialize_deletions && share > opts.materialize_deletions_threshold {
-                Some(Candidacy::Itself)
-            } else if f.physical_rows < opts.target_rows_per_fragment {
-                Some(Candidacy::WithNeighbours)
-            } else {
-                None
-            };
+        // Overlays are folded into base data by rewriting the fragment.
+        let candidacy = if f.has_overlays()
+            || (opts.materialize_deletions && share > opts.materialize_deletions_threshold)
+        {
+            Some(Candidacy::Itself)
+        } else if f.physical_rows < opts.target_rows_per_fragment {
+            Some(Candidacy::WithNeighbours)
+        } else {
+            None
+        };
         let covering: Vec<usize> = indexes
             .iter()
             .enumerate()

@@ -25,7 +25,8 @@ pub mod flags {
         | STABLE_ROW_IDS
         | USE_V2_FORMAT_DEPRECATED
         | TABLE_CONFIG
-        | DISABLE_TRANSACTION_FILE;
+        | DISABLE_TRANSACTION_FILE
+        | DATA_OVERLAY_FILES;
     /// Flags this implementation understands when writing.
     pub const WRITE_SUPPORTED: u64 = READ_SUPPORTED;
 
@@ -377,6 +378,9 @@ impl Manifest {
         if self.fragments.iter().any(|f| f.deletion_file.is_some()) {
             f |= flags::DELETION_FILES;
         }
+        if self.fragments.iter().any(|f| f.has_overlays()) {
+            f |= flags::DATA_OVERLAY_FILES;
+        }
         self.reader_feature_flags = f;
         self.writer_feature_flags = f | if self.config.is_empty() {
             0
@@ -395,7 +399,7 @@ impl Manifest {
         let ts = m.timestamp.unwrap_or_default();
         let timestamp =
             UNIX_EPOCH + Duration::new(ts.seconds.max(0) as u64, ts.nanos.max(0) as u32);
-        Ok(Manifest {
+        let mut m = Manifest {
             schema,
             fragments: m
                 .fragments
@@ -423,7 +427,9 @@ impl Manifest {
                 .collect::<Result<_>>()?,
             base_paths: m.base_paths,
             branch: m.branch,
-        })
+        };
+        crate::overlay::exclude_overlaid(&mut m);
+        Ok(m)
     }
 
     pub(crate) fn to_pb(&self) -> pb::Manifest {

@@ -22,6 +22,7 @@ pub mod format;
 pub mod localfs;
 pub mod manifest_io;
 pub mod naming;
+pub mod overlay;
 #[doc(hidden)]
 // Generated; public only for the pass-through fields of `Fragment` and `Manifest`
 // (row-id sequences, overlays, base paths) that are kept byte-for-byte.

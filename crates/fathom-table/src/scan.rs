@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array, new_null_array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use fathom_file::{FileReader, FileReaderOptions};
+
+use crate::overlay::Overlay;
 use futures::future::try_join_all;
 use lru::LruCache;
 use object_store::ObjectStore;
@@ -237,6 +239,9 @@ pub fn chunk_runs(runs: &[Range<u64>], n: u64) -> Vec<Vec<Range<u64>>> {
     out
 }
 
+/// An overlay with its reader and, per dataset field id, its column.
+type OpenOverlay = (Overlay, FileReader, Arc<HashMap<i32, usize>>);
+
 /// Reads one fragment.
 pub struct FragmentReader {
     pub fragment: Fragment,
@@ -246,6 +251,9 @@ pub struct FragmentReader {
     row_ids: Option<Arc<Vec<u64>>>,
     schema: SchemaRef,
     field_ids: Arc<[i32]>,
+    /// Overlays, newest first, each with its reader and, per dataset
+    /// field id, its column in the file.
+    overlays: Vec<OpenOverlay>,
 }
 
 impl FragmentReader {
@@ -308,6 +316,47 @@ impl FragmentReader {
             }
             files.push((reader, by_id));
         }
+        let mut overlays = Vec::new();
+        if fragment.has_overlays() {
+            let mut found = Vec::new();
+            for (pos, o) in fragment.overlays()?.into_iter().enumerate() {
+                if o.file.base_id.is_some() {
+                    return Err(Error::Unsupported {
+                        uri: root.to_string(),
+                        message: format!(
+                            "overlay file {} lives under another base path",
+                            o.file.path
+                        ),
+                    });
+                }
+                let CachedFile { reader, by_id } = cache
+                    .file(
+                        store,
+                        data_file_path(root, &o.file.path),
+                        o.file.file_size_bytes,
+                    )
+                    .await?;
+                let most = o.coverage.iter().map(|c| c.len()).max().unwrap_or(0);
+                if reader.num_rows() < most
+                    || o.coverage
+                        .iter()
+                        .any(|c| c.max().is_some_and(|m| m as u64 >= fragment.physical_rows))
+                {
+                    return Err(Error::corrupt(
+                        &o.file.path,
+                        format!(
+                            "overlay of fragment {} has {} rows for coverage of {most} offsets (fragment of {} rows)",
+                            fragment.id,
+                            reader.num_rows(),
+                            fragment.physical_rows
+                        ),
+                    ));
+                }
+                found.push((o.committed_version, pos, o, reader, by_id));
+            }
+            found.sort_by_key(|b| std::cmp::Reverse((b.0, b.1)));
+            overlays = found.into_iter().map(|(_, _, o, r, b)| (o, r, b)).collect();
+        }
         let row_ids = match (&fragment.row_id_meta, need_row_ids) {
             (Some(RowIdMeta::Inline(b)), true) => {
                 let ids = RowIdSequence::decode(b)?.to_vec();
@@ -339,6 +388,7 @@ impl FragmentReader {
             row_ids,
             schema,
             field_ids,
+            overlays,
         })
     }
 
@@ -346,7 +396,9 @@ impl FragmentReader {
     /// with them): per zone of physical rows, min / max / nulls per column.
     pub async fn zone_stats(&self) -> Result<Option<fathom_file::stats::ZoneStats>> {
         match self.files.as_slice() {
-            [(reader, _)] if !self.fragment.files[0].fields.contains(&-2) => {
+            [(reader, _)]
+                if !self.fragment.files[0].fields.contains(&-2) && self.overlays.is_empty() =>
+            {
                 Ok(reader.zone_stats().await?)
             }
             _ => Ok(None),
@@ -430,6 +482,22 @@ impl FragmentReader {
                 Rows::Take(t) => Box::new(t.iter().copied()),
             }
         };
+        if !self.overlays.is_empty() {
+            let offs: Vec<u64> = offsets().collect();
+            for (k, &field) in projection.fields.iter().enumerate() {
+                let id = self.field_ids[field];
+                let relevant: Vec<(&Overlay, &FileReader, usize)> = self
+                    .overlays
+                    .iter()
+                    .filter(|(o, _, _)| o.covers(id).is_some())
+                    .filter_map(|(o, r, by_id)| Some((o, r, *by_id.get(&id)?)))
+                    .collect();
+                if !relevant.is_empty() {
+                    arrays[k] =
+                        crate::overlay::resolve(arrays[k].clone(), id, &offs, &relevant).await?;
+                }
+            }
+        }
         if projection.with_row_id {
             arrays.push(Arc::new(self.row_ids_of(offsets())));
         }

@@ -63,6 +63,11 @@ pub enum Operation {
         fields_modified: Vec<u32>,
         mode: UpdateMode,
     },
+    /// Overlays attached to fragments (`committed_version` stamped by
+    /// `apply` with the version it builds).
+    DataOverlay {
+        groups: Vec<(u64, Vec<pb::DataOverlayFile>)>,
+    },
 }
 
 /// How an [`Operation::Update`] changed rows (Lance's `UpdateMode`).
@@ -132,6 +137,7 @@ impl Operation {
             Operation::Restore { .. } => "Restore",
             Operation::Update { .. } => "Update",
             Operation::Rewrite { .. } => "Rewrite",
+            Operation::DataOverlay { .. } => "DataOverlay",
         }
     }
 
@@ -160,6 +166,7 @@ impl Operation {
                 .iter()
                 .flat_map(|g| g.old.iter().map(|f| f.id))
                 .collect(),
+            Operation::DataOverlay { groups } => groups.iter().map(|(id, _)| *id).collect(),
             _ => HashSet::new(),
         }
     }
@@ -212,6 +219,10 @@ pub fn check(ours: &Operation, theirs: &Operation) -> Compatibility {
             }
         }
         (CreateIndex { .. }, _) | (_, CreateIndex { .. }) => Compatibility::Compatible,
+        // Overlays compose with each other (the newest commit wins a cell)
+        // and with deletes (deletions beat overlays).
+        (DataOverlay { .. }, DataOverlay { .. } | Delete { .. })
+        | (Delete { .. }, DataOverlay { .. }) => Compatibility::Compatible,
         (Delete { .. }, Delete { .. }) => {
             if ours.touched().is_disjoint(&theirs.touched()) {
                 Compatibility::Compatible
@@ -279,9 +290,16 @@ pub fn apply(
                 .iter()
                 .filter(|f| !deleted.contains(&f.id))
                 .map(|f| {
-                    updated
-                        .get(&f.id)
-                        .map_or_else(|| f.clone(), |u| (*u).clone())
+                    updated.get(&f.id).map_or_else(
+                        || f.clone(),
+                        |u| {
+                            // Only the deletion file changes: overlays
+                            // attached meanwhile stay.
+                            let mut n = (*u).clone();
+                            n.passthrough.overlays = f.passthrough.overlays.clone();
+                            n
+                        },
+                    )
                 })
                 .collect();
         }
@@ -342,6 +360,26 @@ pub fn apply(
             m.indices.retain(|i| !removed.contains(&i.uuid));
             m.indices.extend(new.iter().cloned());
         }
+        Operation::DataOverlay { groups } => {
+            let stamp = base.version + 1;
+            for (id, overlays) in groups {
+                let f = m
+                    .fragments
+                    .iter_mut()
+                    .find(|f| f.id == *id)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "an overlay for fragment {id}, which is not in version {}",
+                            base.version
+                        ))
+                    })?;
+                for o in overlays {
+                    let mut o = o.clone();
+                    o.committed_version = stamp;
+                    f.passthrough.overlays.push(o);
+                }
+            }
+        }
         Operation::Restore { version } => {
             let r = restored.ok_or_else(|| {
                 Error::invalid(format!("restore of version {version} without its manifest"))
@@ -368,6 +406,7 @@ pub fn apply(
         ),
     };
     m.transaction_file = Some(txn_file.to_string());
+    crate::overlay::exclude_overlaid(&mut m);
     m.update_feature_flags();
     Ok(m)
 }
@@ -479,6 +518,15 @@ impl Transaction {
                     UpdateMode::RewriteColumns => t::UpdateMode::RewriteColumns,
                 } as i32,
             }),
+            Operation::DataOverlay { groups } => t::Operation::DataOverlay(t::DataOverlay {
+                groups: groups
+                    .iter()
+                    .map(|(id, o)| t::DataOverlayGroup {
+                        fragment_id: *id,
+                        overlays: o.clone(),
+                    })
+                    .collect(),
+            }),
         };
         pb::Transaction {
             read_version: self.read_version,
@@ -555,6 +603,13 @@ impl Transaction {
                     UpdateMode::RewriteRows
                 },
                 fields_modified: u.fields_modified,
+            },
+            Some(tp::Operation::DataOverlay(d)) => Operation::DataOverlay {
+                groups: d
+                    .groups
+                    .into_iter()
+                    .map(|g| (g.fragment_id, g.overlays))
+                    .collect(),
             },
             None => return Ok(None),
         };

@@ -313,6 +313,7 @@ impl Dataset {
             }
         }
         f.files.push(new_file.files[0].clone());
+        crate::overlay::drop_fields(&mut f, modified);
         Ok(f)
     }
 }

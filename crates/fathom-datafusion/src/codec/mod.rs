@@ -39,7 +39,7 @@ use prost::Message;
 
 use crate::error::to_df;
 use crate::exec::count::{CountRecheck, IndexCountExec};
-use crate::exec::dml::{DmlExec, DmlKind};
+use crate::exec::dml::{DmlExec, DmlKind, UpdateStrategy};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
 use crate::exec::scan::FragmentScanExec;
@@ -469,8 +469,9 @@ impl FathomPhysicalCodec {
                     m.op = 3;
                     m.update_mode = match mode {
                         None => 0,
-                        Some(fathom_table::UpdateMode::RewriteRows) => 1,
-                        Some(fathom_table::UpdateMode::RewriteColumns) => 2,
+                        Some(UpdateStrategy::Rows) => 1,
+                        Some(UpdateStrategy::Columns) => 2,
+                        Some(UpdateStrategy::Overlay) => 3,
                     };
                     m.read = Some(enc_projection(read));
                     m.filter = x.enc_opt(filter.as_ref())?;
@@ -633,8 +634,9 @@ impl FathomPhysicalCodec {
                                 .collect::<Result<_>>()?;
                             let mode = match m.update_mode {
                                 0 => None,
-                                1 => Some(fathom_table::UpdateMode::RewriteRows),
-                                2 => Some(fathom_table::UpdateMode::RewriteColumns),
+                                1 => Some(UpdateStrategy::Rows),
+                                2 => Some(UpdateStrategy::Columns),
+                                3 => Some(UpdateStrategy::Overlay),
                                 v => return Err(bad(format!("unknown update mode {v}"))),
                             };
                             DmlKind::Update {

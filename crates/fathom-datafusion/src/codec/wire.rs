@@ -243,7 +243,7 @@ pub struct Dml {
     /// Per table column (update): its new value, if assigned.
     #[prost(message, repeated, tag = "6")]
     pub assignments: Vec<Assignment>,
-    /// Update strategy: 0 auto, 1 rows, 2 columns.
+    /// Update strategy: 0 auto, 1 rows, 2 columns, 3 overlay.
     #[prost(uint32, tag = "7")]
     pub update_mode: u32,
 }

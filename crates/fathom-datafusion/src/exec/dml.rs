@@ -40,20 +40,42 @@ pub enum DmlKind {
         filter: Option<Arc<dyn PhysicalExpr>>,
         /// Per table column: its new value, or `None` to keep it.
         assignments: Vec<Option<Arc<dyn PhysicalExpr>>>,
-        /// How the rows are rewritten (`None`: the cheaper way, see
-        /// `Dataset::cheaper_update`).
-        mode: Option<UpdateMode>,
+        /// How the rows are rewritten (`None`: the cheaper of rows and
+        /// columns, see `Dataset::cheaper_update`).
+        mode: Option<UpdateStrategy>,
     },
 }
 
+/// How UPDATE writes new values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateStrategy {
+    /// Lance's `RewriteRows`: rows moved to new fragments.
+    Rows,
+    /// Lance's `RewriteColumns`: the set columns rewritten in place.
+    Columns,
+    /// Only the changed cells, as overlay files (feature flag 64).
+    Overlay,
+}
+
+impl UpdateStrategy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            UpdateStrategy::Rows => "rows",
+            UpdateStrategy::Columns => "columns",
+            UpdateStrategy::Overlay => "overlay",
+        }
+    }
+}
+
 /// The `fathom.update_mode` setting: `None` for 'auto'.
-pub fn parse_update_mode(s: &str) -> Result<Option<UpdateMode>> {
+pub fn parse_update_mode(s: &str) -> Result<Option<UpdateStrategy>> {
     match s.to_ascii_lowercase().as_str() {
         "auto" => Ok(None),
-        "rows" => Ok(Some(UpdateMode::RewriteRows)),
-        "columns" => Ok(Some(UpdateMode::RewriteColumns)),
+        "rows" => Ok(Some(UpdateStrategy::Rows)),
+        "columns" => Ok(Some(UpdateStrategy::Columns)),
+        "overlay" => Ok(Some(UpdateStrategy::Overlay)),
         other => Err(DataFusionError::Plan(format!(
-            "fathom.update_mode is '{other}'; expected 'auto', 'rows' or 'columns'"
+            "fathom.update_mode is '{other}'; expected 'auto', 'rows', 'columns' or 'overlay'"
         ))),
     }
 }
@@ -111,11 +133,7 @@ impl DisplayAs for DmlExec {
                 Ok(())
             }
             DmlKind::Update { filter, mode, .. } => {
-                let mode = match mode {
-                    None => "auto",
-                    Some(UpdateMode::RewriteRows) => "rows",
-                    Some(UpdateMode::RewriteColumns) => "columns",
-                };
+                let mode = mode.map_or("auto", |m| m.name());
                 write!(f, "FathomUpdateExec: mode={mode}")?;
                 if let Some(p) = filter {
                     write!(f, ", filter={p}")?;
@@ -298,11 +316,14 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
                 .map(|&i| table_schema.field(i).name().as_str())
                 .collect();
             let n = addrs.len() as u64;
-            let new = match mode.unwrap_or_else(|| ds.cheaper_update(&addrs, &values)) {
-                UpdateMode::RewriteColumns => {
-                    ds.update_columns(&names, &addrs, &values, None).await
-                }
-                UpdateMode::RewriteRows => ds.update_rows_with(&names, &addrs, &values).await,
+            let mode = mode.unwrap_or_else(|| match ds.cheaper_update(&addrs, &values) {
+                UpdateMode::RewriteColumns => UpdateStrategy::Columns,
+                UpdateMode::RewriteRows => UpdateStrategy::Rows,
+            });
+            let new = match mode {
+                UpdateStrategy::Columns => ds.update_columns(&names, &addrs, &values, None).await,
+                UpdateStrategy::Rows => ds.update_rows_with(&names, &addrs, &values).await,
+                UpdateStrategy::Overlay => ds.update_overlay(&names, &addrs, &values, None).await,
             }
             .map_err(to_df)?;
             state.set(new);

@@ -613,11 +613,14 @@ async fn equals_brute_force_through_changes() {
                 }
                 2 => {
                     // Rows move to a new fragment (rewritten), or their
-                    // columns are rewritten in place (the touched fragments
-                    // leave the index, deleted rows there included).
+                    // columns are rewritten in place or overlaid (the
+                    // touched fragments leave the index, deleted rows
+                    // there included).
                     let k = rng.random_range(5..13);
-                    let columns = rng.random_bool(0.5);
-                    let mode = if columns { "columns" } else { "rows" };
+                    // Overlays un-index the touched fragments as in-place
+                    // column rewrites do (whole-fragment exclusion).
+                    let mode = ["rows", "columns", "overlay"][rng.random_range(0..3)];
+                    let columns = mode != "rows";
                     m.refresh(&ctx).await;
                     run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
                         .await

@@ -82,8 +82,9 @@ enum Step {
     /// over the new fragments or leave them uncovered.
     Compact(u64, bool),
     /// Set column 1 + (c % 3) (k, s or x) of about a fifth of the rows
-    /// (chosen by the seed) to new random values, in place.
-    UpdateColumn(usize, u64),
+    /// (chosen by the seed) to new random values, in place or (true) as
+    /// overlays.
+    UpdateColumn(usize, u64, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -93,7 +94,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
         (2u64..900, any::<bool>()).prop_map(|(t, r)| Step::Compact(t, r)),
-        (0usize..3, any::<u64>()).prop_map(|(c, s)| Step::UpdateColumn(c, s)),
+        (0usize..3, any::<u64>(), any::<bool>()).prop_map(|(c, s, o)| Step::UpdateColumn(c, s, o)),
     ]
 }
 
@@ -182,7 +183,7 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     .unwrap()
                     .0
             }
-            Step::UpdateColumn(c, seed) => {
+            Step::UpdateColumn(c, seed, overlay) => {
                 let mut r = rand::rngs::StdRng::seed_from_u64(*seed);
                 let live = ds
                     .scan()
@@ -203,9 +204,14 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     .collect();
                 let col = 1 + c % 3;
                 let fresh = rows(0, addrs.len(), &mut r).project(&[col]).unwrap();
-                ds.update_columns(&[COLUMNS[col]], &addrs, &fresh, None)
-                    .await
-                    .unwrap()
+                if *overlay {
+                    ds.update_overlay(&[COLUMNS[col]], &addrs, &fresh, None)
+                        .await
+                } else {
+                    ds.update_columns(&[COLUMNS[col]], &addrs, &fresh, None)
+                        .await
+                }
+                .unwrap()
             }
         };
         if std::env::var("FATHOM_DEBUG_STEPS").is_ok() {

@@ -271,7 +271,7 @@ async fn equals_brute_force_through_changes() {
                     // Rows move to a new fragment (rewritten) or their
                     // columns are rewritten in place; ids change.
                     let m = rng.random_range(5..13);
-                    let mode = ["rows", "columns", "auto"][rng.random_range(0..3)];
+                    let mode = ["rows", "columns", "auto", "overlay"][rng.random_range(0..4)];
                     run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
                         .await
                         .unwrap();

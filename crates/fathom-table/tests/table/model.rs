@@ -20,8 +20,8 @@ enum Op {
     /// Compact toward fragments of this many rows.
     Compact(u64),
     /// Set `value` of ids with id % m == r to "u{tag}-{id}" (NULL when
-    /// tag is 0), rewriting the column in place.
-    UpdateColumn(i64, i64, u8),
+    /// tag is 0), rewriting the column in place or (true) as overlays.
+    UpdateColumn(i64, i64, u8, bool),
 }
 
 /// A row as the model keeps it: id and value.
@@ -48,7 +48,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1i64..40).prop_map(Op::Overwrite),
         1 => any::<usize>().prop_map(Op::Restore),
         2 => (5u64..80).prop_map(Op::Compact),
-        2 => (1i64..6, 0i64..6, 0u8..4).prop_map(|(m, r, t)| Op::UpdateColumn(m, r % m, t)),
+        3 => (1i64..6, 0i64..6, 0u8..4, any::<bool>())
+            .prop_map(|(m, r, t, o)| Op::UpdateColumn(m, r % m, t, o)),
     ]
 }
 
@@ -124,7 +125,7 @@ async fn run(ops: Vec<Op>, stable: bool) {
                 }
                 (d, cur.clone())
             }
-            Op::UpdateColumn(m, rem, tag) => {
+            Op::UpdateColumn(m, rem, tag, overlay) => {
                 let all = ds
                     .scan()
                     .project(&["id", "_rowaddr"])
@@ -151,10 +152,12 @@ async fn run(ops: Vec<Op>, stable: bool) {
                     )
                     .unwrap();
                 let before = id_to_rowid(&ds).await;
-                let d = ds
-                    .update_columns(&["value"], &hit, &values, None)
-                    .await
-                    .unwrap();
+                let d = if overlay {
+                    ds.update_overlay(&["value"], &hit, &values, None).await
+                } else {
+                    ds.update_columns(&["value"], &hit, &values, None).await
+                }
+                .unwrap();
                 // Rows stay where they are, with their ids.
                 assert_eq!(id_to_rowid(&d).await, before);
                 let r = cur

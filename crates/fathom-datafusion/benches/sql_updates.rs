@@ -1,0 +1,279 @@
+//! Updates and what they cost the indexed queries after them: 1,000,000
+//! rows (id, k in 0..1000, v, cat) in 10 fragments, B-trees on id and k;
+//! `UPDATE t SET k = (k + 1) % 1000 WHERE id % 100 = 7` (1% of the rows,
+//! every fragment touched) with each update mode ('rows': moved to a new
+//! fragment; 'columns': k rewritten in place, so the k index stops
+//! covering the touched fragments), then the index extended, then
+//! `OPTIMIZE` (compaction, indexes extended). Each phase times the same
+//! queries (warm, median) beside a full scan of the same data (the first
+//! version, before any index), and pylance doing the same cycle on a copy
+//! where it is installed (its update moves rows; its compaction remaps
+//! its indexes). Results are checked equal across modes at every phase.
+//!
+//! Run: `cargo bench -p fathom-datafusion --bench sql_updates --profile bench-fast`
+//! (`FATHOM_BENCH_ROWS`).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+use fathom_datafusion::sql::run_sql;
+use fathom_datafusion::{FathomTable, TableOptions};
+use fathom_index::{IndexKind, create_index};
+use fathom_table::{Dataset, WriteMode, WriteParams};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn batches(rows: usize) -> Vec<RecordBatch> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Float64, false),
+        Field::new("cat", DataType::Utf8, false),
+    ]));
+    let mut rng = StdRng::seed_from_u64(11);
+    (0..rows)
+        .step_by(100_000)
+        .map(|start| {
+            let n = 100_000.min(rows - start);
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(
+                        (start..start + n).map(|i| i as i64),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        (0..n).map(|_| rng.random_range(0..1000)),
+                    )),
+                    Arc::new(Float64Array::from_iter_values(
+                        (0..n).map(|_| rng.random::<f64>()),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        (0..n).map(|_| format!("cat{:02}", rng.random_range(0..50))),
+                    )),
+                ],
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Median of running `sql` at least 3 times, at most 15, for about a second.
+async fn timed(ctx: &SessionContext, sql: &str) -> f64 {
+    common::run(ctx, sql).await;
+    let mut ts = vec![];
+    let start = Instant::now();
+    while ts.len() < 15 && (ts.len() < 3 || start.elapsed().as_secs_f64() < 1.0) {
+        ts.push(common::run(ctx, sql).await.0);
+    }
+    common::median(ts)
+}
+
+const UPDATE: &str = "UPDATE t SET k = (k + 1) % 1000 WHERE id % 100 = 7";
+
+#[tokio::main]
+async fn main() {
+    let rows = common::rows();
+    let point = (123_457 % rows) as i64;
+    // (label, SQL over t, pylance columns, pylance filter)
+    let queries = [
+        (
+            "point lookup (id index)",
+            format!("SELECT * FROM t WHERE id = {point}"),
+            "*",
+            format!("id = {point}"),
+        ),
+        (
+            "count k = 17 (k index)",
+            "SELECT count(*) FROM t WHERE k = 17".to_string(),
+            "count",
+            "k = 17".to_string(),
+        ),
+        (
+            "k IN 100..102 (k index)",
+            "SELECT id, v FROM t WHERE k BETWEEN 100 AND 102".to_string(),
+            "id,v",
+            "k BETWEEN 100 AND 102".to_string(),
+        ),
+    ];
+    let data = batches(rows);
+    println!(
+        "update benchmark: {rows} rows in 10 fragments, B-trees on id and k, local disk, warm, medians (ms)"
+    );
+    let mut results: Vec<Vec<Vec<String>>> = vec![];
+    let mut table: Vec<(String, Vec<f64>)> = vec![];
+    let mut scans: Vec<f64> = vec![];
+    let mut py_uri = None;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    for (m, mode) in ["rows", "columns"].iter().enumerate() {
+        let uri = dirs[m].path().join("t.lance").to_str().unwrap().to_string();
+        let params = WriteParams {
+            max_rows_per_file: rows.div_ceil(10),
+            ..Default::default()
+        };
+        let ds = Dataset::write(&uri, &data, WriteMode::Create, params)
+            .await
+            .unwrap();
+        if m == 0 {
+            // pylance gets a copy of the unindexed dataset.
+            let copy = dirs[0].path().join("py.lance");
+            let ok = std::process::Command::new("cp")
+                .args(["-r", &uri, copy.to_str().unwrap()])
+                .status()
+                .is_ok_and(|s| s.success());
+            py_uri = ok.then_some(copy);
+        }
+        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
+            .await
+            .unwrap();
+        let ds = create_index(&ds, "k_idx", "k", IndexKind::BTREE)
+            .await
+            .unwrap();
+        let ctx = common::session();
+        ctx.register_table(
+            "t",
+            Arc::new(FathomTable::new(ds.clone(), TableOptions::default())),
+        )
+        .unwrap();
+        let q = &queries;
+        let phase = |name: String, ctx: SessionContext| async move {
+            let mut times = vec![];
+            let mut outs = vec![];
+            for (_, sql, _, _) in q {
+                outs.push(common::sorted_text(&ctx, sql).await);
+                times.push(timed(&ctx, sql).await);
+            }
+            (name, times, outs)
+        };
+        if m == 0 {
+            // Full scans: the first version has no index.
+            let flat = common::session();
+            let v1 = ds.checkout(1).await.unwrap();
+            flat.register_table("t", Arc::new(FathomTable::new(v1, TableOptions::default())))
+                .unwrap();
+            let (_, times, _) = phase("scan".into(), flat).await;
+            scans = times;
+        }
+        let mut record = |name: String, times: Vec<f64>, outs: Vec<Vec<String>>, i: usize| {
+            if results.len() <= i {
+                results.push(outs);
+            } else {
+                assert_eq!(results[i], outs, "{name}: results differ between modes");
+            }
+            table.push((name, times));
+        };
+        let (n, t, o) = phase(format!("fresh index ({mode} run)"), ctx.clone()).await;
+        record(n, t, o, 0);
+        run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        let out = run_sql(&ctx, UPDATE).await.unwrap();
+        let update_s = t0.elapsed().as_secs_f64();
+        let updated = datafusion::arrow::util::pretty::pretty_format_batches(&out[0].1)
+            .unwrap()
+            .to_string();
+        let (n, t, o) = phase(
+            format!("after 1% update ({mode}, {update_s:.2} s)"),
+            ctx.clone(),
+        )
+        .await;
+        record(n, t, o, 1);
+        let t0 = Instant::now();
+        run_sql(
+            &ctx,
+            "CREATE INDEX IF NOT EXISTS k_idx ON t USING BTREE (k)",
+        )
+        .await
+        .unwrap();
+        let extend_s = t0.elapsed().as_secs_f64();
+        let (n, t, o) = phase(format!("  k index extended ({extend_s:.2} s)"), ctx.clone()).await;
+        record(n, t, o, 2);
+        let t0 = Instant::now();
+        run_sql(&ctx, "OPTIMIZE t").await.unwrap();
+        let compact_s = t0.elapsed().as_secs_f64();
+        let (n, t, o) = phase(format!("  compacted ({compact_s:.2} s)"), ctx.clone()).await;
+        record(n, t, o, 3);
+        assert!(updated.contains(&(rows / 100).to_string()), "{updated}");
+    }
+    // pylance: the same cycle on the copy.
+    let mut py_rows: Vec<(String, Vec<f64>)> = vec![];
+    if let Some(copy) = &py_uri {
+        let py = std::env::var("FATHOM_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/interop/pylance_update_bench.py");
+        let mut cmd = std::process::Command::new(&py);
+        cmd.arg(script).arg(copy);
+        for (_, _, c, f) in &queries {
+            cmd.arg(format!("{c}|{f}"));
+        }
+        if let Ok(out) = cmd.output().map(|o| (o.status.success(), o))
+            && out.0
+        {
+            let text = String::from_utf8_lossy(&out.1.stdout).to_string();
+            let mut extra = String::new();
+            for line in text.lines() {
+                let w: Vec<&str> = line.split_whitespace().collect();
+                match w.as_slice() {
+                    ["phase", name, ms @ ..] => py_rows.push((
+                        name.to_string(),
+                        ms.iter().map(|m| m.parse().unwrap_or(f64::NAN)).collect(),
+                    )),
+                    ["update_s", s, ..] | ["compact_s", s] => {
+                        extra.push_str(&format!("{} {s} s; ", w[0]))
+                    }
+                    ["version", v] => extra.push_str(&format!("pylance {v}; ")),
+                    _ => {}
+                }
+            }
+            println!("{extra}");
+        }
+    }
+    print!("{:<44}", "phase");
+    for (label, _, _, _) in &queries {
+        print!(" {label:>24}");
+    }
+    println!();
+    let row = |name: &str, t: &[f64]| {
+        print!("{name:<44}");
+        for x in t {
+            print!(" {x:>24.3}");
+        }
+        println!();
+    };
+    row("full scan (no index)", &scans);
+    for (name, t) in &table {
+        row(name, t);
+    }
+    for (name, t) in &py_rows {
+        row(&format!("pylance {name}"), t);
+    }
+    // Ratios: ours after each phase vs fresh, and vs pylance's same phase.
+    let fresh = &table[0].1;
+    println!("ratios (ours / fresh index, ours / full scan):");
+    for (name, t) in table.iter().filter(|(n, _)| !n.starts_with("fresh")) {
+        print!("{name:<44}");
+        for (i, x) in t.iter().enumerate() {
+            print!(" {:>11.2} {:>11.3}", x / fresh[i], x / scans[i]);
+        }
+        println!();
+    }
+    if py_rows.len() == 3 {
+        println!("ours / pylance (fresh; rows mode after update; rows mode compacted):");
+        for (ours, theirs) in [
+            (&table[0], &py_rows[0]),
+            (&table[1], &py_rows[1]),
+            (&table[3], &py_rows[2]),
+        ] {
+            print!("{:<44}", ours.0);
+            for (a, b) in ours.1.iter().zip(&theirs.1) {
+                print!(" {:>24.3}", a / b);
+            }
+            println!();
+        }
+    }
+}
