@@ -134,6 +134,7 @@ async fn main() {
             .await
             .unwrap();
         let ctx = common::session();
+        fathom_datafusion::add_vector_search(&ctx); // Fathom's session settings
         ctx.register_table(
             "t",
             Arc::new(FathomTable::new(ds.clone(), TableOptions::default())),
