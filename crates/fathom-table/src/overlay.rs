@@ -20,8 +20,6 @@
 //! older version is excluded the same way. Compaction rewrites fragments
 //! with overlays (folding them into base data).
 
-use std::collections::BTreeMap;
-
 use arrow_array::{Array, RecordBatch, UInt32Array};
 use fathom_file::LanceSchema;
 use roaring::RoaringBitmap;
@@ -207,39 +205,11 @@ impl Dataset {
             metadata: schema.metadata.clone(),
         };
         let values = conform_batch(&std::sync::Arc::new(part.to_arrow()?), values)?;
-        let mut by_fragment: BTreeMap<u64, Vec<(u32, usize)>> = BTreeMap::new();
-        for (row, &a) in addresses.iter().enumerate() {
-            by_fragment
-                .entry(a >> 32)
-                .or_default()
-                .push((a as u32, row));
-        }
-        let total = by_fragment.len() as u64;
-        let mut groups = Vec::with_capacity(by_fragment.len());
-        for (done, (frag_id, mut cells)) in by_fragment.into_iter().enumerate() {
-            let frag = self.fragment(frag_id).ok_or_else(|| {
-                Error::invalid(format!(
-                    "row address {}: fragment {frag_id} is not in version {}",
-                    frag_id << 32,
-                    self.version()
-                ))
-            })?;
-            cells.sort_unstable();
-            if let Some(w) = cells.windows(2).find(|w| w[0].0 == w[1].0) {
-                return Err(Error::invalid(format!(
-                    "row address {} is updated twice",
-                    (frag_id << 32) | w[0].0 as u64
-                )));
-            }
-            if let Some(&(o, _)) = cells.last()
-                && o as u64 >= frag.physical_rows
-            {
-                return Err(Error::invalid(format!(
-                    "row address {}: offset {o} beyond the {} rows of fragment {frag_id}",
-                    (frag_id << 32) | o as u64,
-                    frag.physical_rows
-                )));
-            }
+        let cells_by_fragment = self.cells_by_fragment(addresses)?;
+        let total = cells_by_fragment.len() as u64;
+        let mut groups = Vec::with_capacity(cells_by_fragment.len());
+        for (done, (frag, cells)) in cells_by_fragment.into_iter().enumerate() {
+            let frag_id = frag.id;
             let coverage: RoaringBitmap = cells.iter().map(|(o, _)| *o).collect();
             let order = UInt32Array::from_iter_values(cells.iter().map(|(_, r)| *r as u32));
             let cols = values

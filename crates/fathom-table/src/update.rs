@@ -40,7 +40,52 @@ fn subtree_ids(f: &LanceField, out: &mut Vec<i32>) {
     f.children.iter().for_each(|c| subtree_ids(c, out));
 }
 
+/// A fragment and, sorted by offset, its `(offset, position)` pairs.
+pub(crate) type FragmentCells<'a> = (&'a Fragment, Vec<(u32, usize)>);
+
 impl Dataset {
+    /// `addresses` grouped by fragment (in fragment id order): each
+    /// fragment with its `(offset, position in addresses)` pairs, sorted
+    /// by offset. An address outside this version or given twice is an
+    /// error naming it.
+    pub(crate) fn cells_by_fragment(&self, addresses: &[u64]) -> Result<Vec<FragmentCells<'_>>> {
+        let mut by_fragment: BTreeMap<u64, Vec<(u32, usize)>> = BTreeMap::new();
+        for (row, &a) in addresses.iter().enumerate() {
+            by_fragment
+                .entry(a >> 32)
+                .or_default()
+                .push((a as u32, row));
+        }
+        let mut out = Vec::with_capacity(by_fragment.len());
+        for (frag_id, mut cells) in by_fragment {
+            let frag = self.fragment(frag_id).ok_or_else(|| {
+                Error::invalid(format!(
+                    "row address {}: fragment {frag_id} is not in version {}",
+                    frag_id << 32,
+                    self.version()
+                ))
+            })?;
+            cells.sort_unstable();
+            if let Some(w) = cells.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(Error::invalid(format!(
+                    "row address {} is updated twice",
+                    (frag_id << 32) | w[0].0 as u64
+                )));
+            }
+            if let Some(&(o, _)) = cells.last()
+                && o as u64 >= frag.physical_rows
+            {
+                return Err(Error::invalid(format!(
+                    "row address {}: offset {o} beyond the {} rows of fragment {frag_id}",
+                    (frag_id << 32) | o as u64,
+                    frag.physical_rows
+                )));
+            }
+            out.push((frag, cells));
+        }
+        Ok(out)
+    }
+
     /// The update strategy that writes fewer bytes for setting `values`
     /// (columns of the table) at `addresses` (see the module documentation).
     pub fn cheaper_update(&self, addresses: &[u64], values: &RecordBatch) -> UpdateMode {
@@ -195,47 +240,15 @@ impl Dataset {
             .iter()
             .for_each(|f| subtree_ids(f, &mut modified));
 
-        // Per fragment: (offset, row of `values`), sorted by offset.
-        let mut by_fragment: BTreeMap<u64, Vec<(u32, usize)>> = BTreeMap::new();
-        for (row, &a) in addresses.iter().enumerate() {
-            by_fragment
-                .entry(a >> 32)
-                .or_default()
-                .push((a as u32, row));
-        }
         let projection = Projection {
             fields: positions,
             with_row_id: false,
             with_row_addr: false,
         };
-        let total = by_fragment.len() as u64;
-        let mut updated = Vec::with_capacity(by_fragment.len());
-        for (done, (frag_id, mut cells)) in by_fragment.into_iter().enumerate() {
-            let frag = self.fragment(frag_id).ok_or_else(|| {
-                Error::invalid(format!(
-                    "row address {}: fragment {frag_id} is not in version {}",
-                    frag_id << 32,
-                    self.version()
-                ))
-            })?;
-            cells.sort_unstable();
-            for w in cells.windows(2) {
-                if w[0].0 == w[1].0 {
-                    return Err(Error::invalid(format!(
-                        "row address {} is updated twice",
-                        (frag_id << 32) | w[0].0 as u64
-                    )));
-                }
-            }
-            if let Some(&(o, _)) = cells.last()
-                && o as u64 >= frag.physical_rows
-            {
-                return Err(Error::invalid(format!(
-                    "row address {}: offset {o} beyond the {} rows of fragment {frag_id}",
-                    (frag_id << 32) | o as u64,
-                    frag.physical_rows
-                )));
-            }
+        let cells_by_fragment = self.cells_by_fragment(addresses)?;
+        let total = cells_by_fragment.len() as u64;
+        let mut updated = Vec::with_capacity(cells_by_fragment.len());
+        for (done, (frag, cells)) in cells_by_fragment.into_iter().enumerate() {
             updated.push(
                 self.rewrite_fragment_columns(frag, &projection, &part, &modified, &values, &cells)
                     .await?,
