@@ -376,6 +376,9 @@ pub fn list_indexes(ds: &Dataset) -> Vec<IndexInfo> {
                 kind: match declared(segs[0]) {
                     Some((kind, metric)) => format!("{kind} ({})", metric.name()),
                     None if is_fts(segs[0]) => "INVERTED".to_string(),
+                    None if fathom_table::frag_reuse::is_frag_reuse(segs[0]) => {
+                        "FRAGMENT_REUSE (system)".to_string()
+                    }
                     None => segs[0]
                         .index_details
                         .as_ref()
@@ -450,8 +453,11 @@ pub async fn compact(
         // uncovered for the new fragments: still correct, scanned flat.
         match extend_index(&out, name).await {
             Ok(d) => {
+                // (Nothing to extend when a reuse index kept the coverage.)
+                if d.version() != out.version() {
+                    report.reindexed.push(name.clone());
+                }
                 out = d;
-                report.reindexed.push(name.clone());
             }
             Err(Error::InvalidInput(why)) => report.not_reindexed.push((name.clone(), why)),
             Err(e) => return Err(e),

@@ -2,6 +2,7 @@
 
 use fathom_table::Dataset;
 use fathom_table::format::IndexMetadata;
+use fathom_table::frag_reuse::FragReuse;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
@@ -46,6 +47,15 @@ pub fn usable(meta: &IndexMetadata) -> std::result::Result<IndexKind, Unusable> 
     Ok(kind)
 }
 
+/// The fragment reuse index, when `meta` was built before a compaction
+/// it records (its row addresses must be remapped).
+pub fn frag_reuse<'a>(ds: &'a Dataset, meta: &IndexMetadata) -> Option<&'a FragReuse> {
+    ds.manifest()
+        .frag_reuse
+        .as_deref()
+        .filter(|f| f.applies_to(meta.dataset_version))
+}
+
 /// Keeps only the rows of fragments `meta` covers: a segment speaks for
 /// those alone. (With stable row ids, compaction and updates move rows to
 /// new fragments under the same id; a segment built before the move still
@@ -77,8 +87,22 @@ pub async fn search(
         meta,
     };
     let stable = ds.manifest().uses_stable_row_ids();
+    let reuse = frag_reuse(ds, meta);
     let mut r = match kind.stored_ids(meta.index_version.unwrap_or(0), stable) {
-        StoredIds::RowAddress => kind.search(seg, cache, q, allow).await?,
+        StoredIds::RowAddress => match reuse {
+            None => kind.search(seg, cache, q, allow).await?,
+            // Built before a compaction that deferred its remap: the
+            // segment names rows by their old addresses.
+            Some(fr) => {
+                let r = kind.search(seg, cache, q, None).await?;
+                SearchResult {
+                    rows: fr.remap_rows(&r.rows),
+                    exactness: r.exactness,
+                    certain: r.certain.as_ref().map(|c| fr.remap_rows(c)),
+                }
+                .restrict(allow)
+            }
+        },
         StoredIds::RowId => {
             let r = kind.search(seg, cache, q, None).await?;
             let rows = ds.row_ids_to_addresses(r.rows.as_treemap()).await?;
@@ -121,6 +145,10 @@ pub async fn groups(
     if kind.stored_ids(meta.index_version.unwrap_or(0), stable) == StoredIds::RowId {
         for r in &mut g.rows {
             *r = ds.row_ids_to_addresses(r.as_treemap()).await?.into();
+        }
+    } else if let Some(fr) = frag_reuse(ds, meta) {
+        for r in &mut g.rows {
+            *r = fr.remap_rows(r);
         }
     }
     for r in &mut g.rows {

@@ -40,6 +40,11 @@ pub struct CompactionOptions {
     pub materialize_deletions: bool,
     /// The deleted share above which a fragment is rewritten (0.1).
     pub materialize_deletions_threshold: f64,
+    /// Record how rows moved in the fragment reuse index instead of taking
+    /// the rewritten fragments out of the indexes' coverage (false): the
+    /// segments keep answering for the rows, remapped when read. Ignored
+    /// with stable row ids.
+    pub defer_index_remap: bool,
 }
 
 impl Default for CompactionOptions {
@@ -49,6 +54,7 @@ impl Default for CompactionOptions {
             max_rows_per_group: 1024,
             materialize_deletions: true,
             materialize_deletions_threshold: 0.1,
+            defer_index_remap: false,
         }
     }
 }
@@ -84,6 +90,12 @@ impl CompactionOptions {
                     .parse()
                     .map_err(|_| bad("true or false"))?
             }
+            "defer_index_remap" => {
+                self.defer_index_remap = value
+                    .to_ascii_lowercase()
+                    .parse()
+                    .map_err(|_| bad("true or false"))?
+            }
             "materialize_deletions_threshold" => {
                 self.materialize_deletions_threshold = value
                     .parse()
@@ -94,7 +106,8 @@ impl CompactionOptions {
             _ => {
                 return Err(Error::invalid(format!(
                     "unknown compaction option '{key}' (known: target_rows_per_fragment, \
-                     max_rows_per_group, materialize_deletions, materialize_deletions_threshold)"
+                     max_rows_per_group, materialize_deletions, materialize_deletions_threshold, \
+                     defer_index_remap)"
                 )));
             }
         }
@@ -179,6 +192,7 @@ pub async fn plan_compaction(ds: &Dataset, opts: &CompactionOptions) -> Result<C
         .manifest()
         .indices
         .iter()
+        .filter(|i| !crate::frag_reuse::is_frag_reuse(i))
         .map(|i| i.fragment_bitmap.clone().unwrap_or_default())
         .collect();
     let mut bins: Vec<Bin> = Vec::new();
@@ -274,7 +288,14 @@ impl Dataset {
         };
         let mut groups = Vec::with_capacity(plan.tasks.len());
         let mut done = 0;
+        let defer = opts.defer_index_remap && !stable;
         for ids in &plan.tasks {
+            // A reuse index maps the k-th surviving old address (ascending)
+            // to the k-th new row: write the rows in address order.
+            let mut ids = ids.clone();
+            if defer {
+                ids.sort_unstable();
+            }
             let old: Vec<Fragment> = ids
                 .iter()
                 .map(|id| {
@@ -336,7 +357,20 @@ impl Dataset {
                 .map(|f| f.physical_rows)
                 .sum::<u64>()
                 .saturating_sub(new.iter().map(|f| f.physical_rows).sum::<u64>());
-            groups.push(RewriteGroup { old, new });
+            let survivors = if defer {
+                let mut parts = Vec::with_capacity(old.len());
+                for f in &old {
+                    parts.push((f.id, f.physical_rows, self.deleted_rows(f).await?));
+                }
+                Some(crate::frag_reuse::survivors(&parts))
+            } else {
+                None
+            };
+            groups.push(RewriteGroup {
+                old,
+                new,
+                survivors,
+            });
         }
         let ds = self.commit(Operation::Rewrite { groups }).await?;
         Ok((ds, metrics))

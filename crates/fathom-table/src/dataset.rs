@@ -310,6 +310,7 @@ impl Dataset {
             indices: vec![],
             base_paths: vec![],
             branch: None,
+            frag_reuse: None,
         };
         if params.enable_stable_row_ids {
             empty.reader_feature_flags |= flags::STABLE_ROW_IDS;

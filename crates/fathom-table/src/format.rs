@@ -341,6 +341,9 @@ pub struct Manifest {
     pub indices: Vec<IndexMetadata>,
     pub base_paths: Vec<pb::BasePath>,
     pub branch: Option<String>,
+    /// The decoded fragment reuse index (an entry of `indices`), when
+    /// there is one; the other entries' coverage is already remapped.
+    pub frag_reuse: Option<std::sync::Arc<crate::frag_reuse::FragReuse>>,
 }
 
 impl Manifest {
@@ -427,7 +430,9 @@ impl Manifest {
                 .collect::<Result<_>>()?,
             base_paths: m.base_paths,
             branch: m.branch,
+            frag_reuse: None,
         };
+        crate::frag_reuse::load(&mut m, None)?;
         crate::overlay::exclude_overlaid(&mut m);
         Ok(m)
     }

@@ -19,6 +19,7 @@ pub mod dataset;
 pub mod deletion;
 pub mod error;
 pub mod format;
+pub mod frag_reuse;
 pub mod localfs;
 pub mod manifest_io;
 pub mod naming;

@@ -103,7 +103,30 @@ pub async fn read_manifest(store: &dyn ObjectStore, path: &Path) -> Result<Manif
         .bytes()
         .await
         .map_err(Error::io(store, path))?;
-    decode_manifest(&bytes, &crate::store::shown(store, path))
+    let shown = crate::store::shown(store, path);
+    let mut m = decode_manifest(&bytes, &shown)?;
+    // A fragment reuse index whose details live in a file of its own.
+    let external = m
+        .indices
+        .iter()
+        .find(|i| crate::frag_reuse::is_frag_reuse(i))
+        .and_then(|i| crate::frag_reuse::FragReuse::external_file(i).map(|f| (i.uuid, f)));
+    if let Some((uuid, f)) = external {
+        // `<root>/_versions/<n>.manifest` -> `<root>/_indices/<uuid>/<file>`.
+        let parts: Vec<_> = path.parts().collect();
+        let root: Path = parts[..parts.len().saturating_sub(2)]
+            .iter()
+            .cloned()
+            .collect();
+        let file = crate::naming::index_dir(&root, &uuid).join(f.path.as_str());
+        let range = f.offset..f.offset + f.size;
+        let data = store
+            .get_range(&file, range)
+            .await
+            .map_err(Error::io(store, &file))?;
+        crate::frag_reuse::load(&mut m, Some(&data))?;
+    }
+    Ok(m)
 }
 
 /// Writes a manifest only if no file exists at `path` (the commit point).

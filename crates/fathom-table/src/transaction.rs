@@ -125,6 +125,11 @@ impl Operation {
 pub struct RewriteGroup {
     pub old: Vec<Fragment>,
     pub new: Vec<Fragment>,
+    /// With a deferred index remap: the old fragments' surviving row
+    /// addresses, in the order the new fragments hold them (recorded in
+    /// the fragment reuse index; the segments keep covering the rows).
+    /// Not part of Lance's transaction file.
+    pub survivors: Option<roaring::RoaringTreemap>,
 }
 
 impl Operation {
@@ -273,6 +278,7 @@ pub fn apply(
     let mut m = base.clone();
     let mut next_frag = base.next_fragment_id();
     let mut next_row = base.next_row_id;
+    let mut added_reuse = None;
     match &txn.operation {
         Operation::Append { fragments } => {
             let new = assign_ids(base, &mut next_frag, &mut next_row, fragments);
@@ -330,19 +336,39 @@ pub fn apply(
             m.fragments.extend(new);
         }
         Operation::Rewrite { groups } => {
+            use crate::frag_reuse::{FragDigest, ReuseGroup, ReuseVersion};
+            let digest = |f: &Fragment| FragDigest {
+                id: f.id,
+                physical_rows: f.physical_rows,
+                num_deleted_rows: f.deletion_file.as_ref().map_or(0, |d| d.num_deleted_rows),
+            };
             let mut rewritten = RoaringBitmap::new();
+            let mut reuse = Vec::new();
             for g in groups {
                 let new = assign_ids(base, &mut next_frag, &mut next_row, &g.new);
+                match &g.survivors {
+                    Some(changed) => reuse.push(ReuseGroup {
+                        changed: changed.clone(),
+                        old: g.old.iter().map(digest).collect(),
+                        new: new.iter().map(digest).collect(),
+                    }),
+                    None => rewritten.extend(g.old.iter().map(|f| f.id as u32)),
+                }
                 replace_group(&mut m.fragments, &g.old, new, base.version)?;
-                rewritten.extend(g.old.iter().map(|f| f.id as u32));
             }
-            // Segments name rows by their old addresses: the rewritten
-            // fragments leave every segment's coverage (scanned flat until
-            // an index is extended over the new fragments).
+            // Segments name rows by their old addresses: without a reuse
+            // index the rewritten fragments leave every segment's coverage
+            // (scanned flat until an index is extended over the new ones).
             for i in &mut m.indices {
                 if let Some(b) = &mut i.fragment_bitmap {
                     *b -= &rewritten;
                 }
+            }
+            if !reuse.is_empty() {
+                added_reuse = Some(ReuseVersion {
+                    dataset_version: base.version,
+                    groups: reuse,
+                });
             }
         }
         Operation::Overwrite {
@@ -387,6 +413,7 @@ pub fn apply(
             m.schema = r.schema.clone();
             m.fragments = r.fragments.clone();
             m.indices = r.indices.clone();
+            m.frag_reuse = r.frag_reuse.clone();
             m.config = r.config.clone();
             m.table_metadata = r.table_metadata.clone();
         }
@@ -406,6 +433,7 @@ pub fn apply(
         ),
     };
     m.transaction_file = Some(txn_file.to_string());
+    crate::frag_reuse::settle(&mut m, added_reuse)?;
     crate::overlay::exclude_overlaid(&mut m);
     m.update_feature_flags();
     Ok(m)
@@ -582,6 +610,7 @@ impl Transaction {
                         Ok(RewriteGroup {
                             old: frags(g.old_fragments)?,
                             new: frags(g.new_fragments)?,
+                            survivors: None,
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -589,6 +618,7 @@ impl Transaction {
                     groups.push(RewriteGroup {
                         old: frags(r.old_fragments)?,
                         new: frags(r.new_fragments)?,
+                        survivors: None,
                     });
                 }
                 Operation::Rewrite { groups }

@@ -373,11 +373,15 @@ impl FtsRun {
         }
         // Indexed rows: the segments' statistics over their fragments.
         for (seg, s) in segs.iter().zip(&self.segments) {
-            let (docs, tokens) = seg.counts(&s.fragments);
+            let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
+            let (docs, tokens) = seg.counts(&s.fragments, reuse);
             corpus.docs += docs;
             corpus.tokens += tokens;
             for t in &terms {
-                let n = seg.df(t, &s.fragments, &self.cache).await.map_err(ext)?;
+                let n = seg
+                    .df(t, &s.fragments, reuse, &self.cache)
+                    .await
+                    .map_err(ext)?;
                 *corpus.df.entry(t.clone()).or_default() += n;
             }
         }
@@ -401,7 +405,15 @@ impl FtsRun {
                 }
                 for (seg, s) in segs.iter().zip(&self.segments) {
                     let frags = s.fragments.clone();
+                    let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
                     let allow_fn = |id: u64| {
+                        let id = match reuse {
+                            Some(fr) => match fr.remap(id) {
+                                Some(a) => a,
+                                None => return false,
+                            },
+                            None => id,
+                        };
                         let a = RowAddress::from_u64(id);
                         let f = a.fragment().0;
                         if !frags.contains(f) {
@@ -440,7 +452,16 @@ impl FtsRun {
                 }
             }
         }
-        let winners = top.into_sorted();
+        let mut winners = top.into_sorted();
+        // Segments that predate a deferred-remap compaction answer with
+        // the rows' old addresses.
+        if let Some(fr) = ds.manifest().frag_reuse.as_deref() {
+            for w in &mut winners {
+                if let Some(a) = fr.remap(w.addr) {
+                    w.addr = a;
+                }
+            }
+        }
         search_timer.done();
         let _fetch_timer = c.fetch_time.timer();
         let addrs: Vec<u64> = winners.iter().map(|w| w.addr).collect();

@@ -382,7 +382,17 @@ impl KnnRun {
                 .await
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 let frags = s.fragments.clone();
+                // A segment built before a deferred-remap compaction names
+                // rows by their old addresses.
+                let reuse = fathom_index::segment::frag_reuse(&self.dataset, &s.meta);
+                let current = |id: u64| match reuse {
+                    Some(fr) => fr.remap(id),
+                    None => Some(id),
+                };
                 let allow_fn = |id: u64| {
+                    let Some(id) = current(id) else {
+                        return false;
+                    };
                     let a = RowAddress::from_u64(id);
                     frags.contains(a.fragment().0) && allow.contains(a)
                 };
@@ -400,7 +410,7 @@ impl KnnRun {
                 c.probed.add(stats.partitions_probed);
                 c.scored.add(stats.candidates_scored);
                 c.excluded.add(stats.rows_excluded);
-                candidates.extend(hits.into_iter().map(|(id, _)| id));
+                candidates.extend(hits.into_iter().filter_map(|(id, _)| current(id)));
             }
             candidates.sort_unstable();
             candidates.dedup();

@@ -37,6 +37,10 @@ pub fn choose_indexes(snap: Snapshot<'_>) -> ChosenIndexes {
         if fathom_index::vector::is_vector(seg) || fathom_index::fts::is_fts(seg) {
             continue;
         }
+        // The fragment reuse index remaps the others; it answers nothing.
+        if fathom_table::frag_reuse::is_frag_reuse(seg) {
+            continue;
+        }
         let kind = match usable(seg) {
             Ok(k) => k,
             Err(reason) => {

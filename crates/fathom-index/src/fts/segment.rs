@@ -12,6 +12,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt32Type, UInt64Type};
 use fathom_file::FileReader;
 use fathom_table::format::IndexMetadata;
+use fathom_table::frag_reuse::FragReuse;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use roaring::RoaringBitmap;
@@ -203,12 +204,22 @@ impl FtsSegment {
         Ok(seg)
     }
 
-    /// Docs and tokens of the docs in fragments `valid`.
-    pub fn counts(&self, valid: &RoaringBitmap) -> (u64, u64) {
+    /// Docs and tokens of the docs in fragments `valid`. With `reuse` (the
+    /// segment predates a compaction that deferred its remap), a doc of a
+    /// rewritten fragment counts where its row is now, and not at all when
+    /// it was deleted before.
+    pub fn counts(&self, valid: &RoaringBitmap, reuse: Option<&FragReuse>) -> (u64, u64) {
         let (mut docs, mut tokens) = (0u64, 0u64);
         for p in &self.parts {
             for (frag, r) in &p.fragments {
-                if valid.contains(*frag) {
+                if reuse.is_some_and(|fr| fr.rewrote(*frag)) {
+                    for d in r.clone() {
+                        if p.counts_doc(d, valid, reuse) {
+                            docs += 1;
+                            tokens += p.lens[d as usize] as u64;
+                        }
+                    }
+                } else if valid.contains(*frag) {
                     docs += (r.end - r.start) as u64;
                     tokens += p.fragment_tokens.get(frag).copied().unwrap_or(0);
                 }
@@ -217,14 +228,24 @@ impl FtsSegment {
         (docs, tokens)
     }
 
-    /// Documents holding `term` in fragments `valid`.
-    pub async fn df(&self, term: &str, valid: &RoaringBitmap, cache: &IndexCache) -> Result<u64> {
+    /// Documents holding `term` in fragments `valid` (`reuse` as for
+    /// [`Self::counts`]).
+    pub async fn df(
+        &self,
+        term: &str,
+        valid: &RoaringBitmap,
+        reuse: Option<&FragReuse>,
+        cache: &IndexCache,
+    ) -> Result<u64> {
         let mut n = 0u64;
         for p in &self.parts {
             let Some(list) = p.posting(term, cache).await? else {
                 continue;
             };
-            if p.fragments.keys().all(|f| valid.contains(*f)) {
+            if p.fragments
+                .keys()
+                .all(|f| valid.contains(*f) && !reuse.is_some_and(|fr| fr.rewrote(*f)))
+            {
                 n += list.df as u64;
                 continue;
             }
@@ -233,7 +254,7 @@ impl FtsSegment {
                 list.decode(b, &mut docs, &mut freqs)?;
                 n += docs
                     .iter()
-                    .filter(|d| valid.contains(p.fragment_of(**d)))
+                    .filter(|d| p.counts_doc(**d, valid, reuse))
                     .count() as u64;
             }
         }
@@ -308,6 +329,18 @@ impl Partition {
             positions,
             cache_key: format!("fts/{}/{id}/", meta.uuid),
         })
+    }
+
+    /// Whether doc `d` is a row of a fragment in `valid` (its address
+    /// remapped by `reuse` first).
+    fn counts_doc(&self, d: u32, valid: &RoaringBitmap, reuse: Option<&FragReuse>) -> bool {
+        let a = self.rowaddrs[d as usize];
+        match reuse {
+            Some(fr) => fr
+                .remap(a)
+                .is_some_and(|a| valid.contains((a >> 32) as u32)),
+            None => valid.contains((a >> 32) as u32),
+        }
     }
 
     /// The fragment doc `d` is in.

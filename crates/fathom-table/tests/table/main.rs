@@ -4,6 +4,7 @@
 mod basic;
 mod concurrency;
 mod crash;
+mod frag_reuse;
 mod interop;
 mod model;
 mod s3;
