@@ -106,6 +106,10 @@ enum Command {
         /// Leave the new fragments unindexed (scanned flat until CREATE INDEX IF NOT EXISTS).
         #[arg(long)]
         no_reindex: bool,
+        /// Keep the indexes answering for the moved rows through a fragment
+        /// reuse index (Lance's defer_index_remap) instead of re-indexing them.
+        #[arg(long)]
+        defer_index_remap: bool,
     },
     /// Create a small dataset in the data directory and query it.
     Demo {
@@ -167,11 +171,12 @@ fn run(cli: Cli) -> i32 {
                 target_rows_per_fragment,
                 materialize_deletions_threshold,
                 no_reindex,
+                defer_index_remap,
             } => {
                 let sql = format!(
                     "OPTIMIZE t WITH (target_rows_per_fragment = {target_rows_per_fragment}, \
                      materialize_deletions_threshold = {materialize_deletions_threshold}, \
-                     reindex = {})",
+                     reindex = {}, defer_index_remap = {defer_index_remap})",
                     !no_reindex
                 );
                 shell::run_on_dataset(&dataset, &sql).await

@@ -16,7 +16,7 @@
 //! SHOW INDEXES FROM t;
 //! OPTIMIZE t [WITH (target_rows_per_fragment = 1048576, max_rows_per_group = 1024,
 //!     materialize_deletions = true, materialize_deletions_threshold = 0.1,
-//!     reindex = true)];                    -- compaction (COMPACT t is the same)
+//!     reindex = true, defer_index_remap = false)];  -- compaction (COMPACT t is the same)
 //! ```
 //! Everything else goes to DataFusion unchanged.
 

@@ -19,13 +19,28 @@ fn pylance_uses_our_indexes() {
     // our B-tree is index_version 1 with addresses, as pylance's are).
     // Then the same after our compaction (one Rewrite commit, the indexes
     // extended over the new fragment): pylance reads the rewritten
-    // fragments (with their row id sequences) and our new segments.
-    for (stable, compact) in [(false, false), (true, false), (false, true), (true, true)] {
+    // fragments (with their row id sequences) and our new segments. Last,
+    // a compaction that defers the remap: pylance applies our fragment
+    // reuse index to our segments.
+    for (stable, compact) in [
+        (false, Compact::No),
+        (true, Compact::No),
+        (false, Compact::Reindex),
+        (true, Compact::Reindex),
+        (false, Compact::Defer),
+    ] {
         check_dataset(&py, stable, compact);
     }
 }
 
-fn check_dataset(py: &str, stable: bool, compact: bool) {
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Compact {
+    No,
+    Reindex,
+    Defer,
+}
+
+fn check_dataset(py: &str, stable: bool, compact: Compact) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -71,14 +86,21 @@ fn check_dataset(py: &str, stable: bool, compact: bool) {
         let ds = create_index(&ds, "ts_idx", "ts", IndexKind::ZONEMAP)
             .await
             .unwrap();
-        if compact {
+        if compact != Compact::No {
             let ds = ds.delete_rows(&[(2 << 32) | 7, 40, 41]).await.unwrap();
-            let (ds, report) = fathom_index::compact(&ds, &Default::default(), true, None)
-                .await
-                .unwrap();
+            let opts = fathom_table::CompactionOptions {
+                defer_index_remap: compact == Compact::Defer,
+                ..Default::default()
+            };
+            let (ds, report) = fathom_index::compact(&ds, &opts, true, None).await.unwrap();
             assert_eq!(report.metrics.fragments_removed, 3);
             assert_eq!(ds.fragments().len(), 1);
-            assert_eq!(report.reindexed.len(), 3);
+            if compact == Compact::Defer {
+                assert!(report.reindexed.is_empty(), "{report:?}");
+                assert!(ds.manifest().frag_reuse.is_some());
+            } else {
+                assert_eq!(report.reindexed.len(), 3);
+            }
         }
     });
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -103,6 +125,6 @@ fn check_dataset(py: &str, stable: bool, compact: bool) {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "pylance and our indexes disagree (stable row ids: {stable}, compacted: {compact}):\n{text}"
+        "pylance and our indexes disagree (stable row ids: {stable}, compacted: {compact:?}):\n{text}"
     );
 }

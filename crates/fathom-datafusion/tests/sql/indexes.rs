@@ -79,8 +79,9 @@ enum Step {
     Index(usize, usize),
     Extend(usize),
     /// Compact toward fragments of this many rows; extend the indexes
-    /// over the new fragments or leave them uncovered.
-    Compact(u64, bool),
+    /// over the new fragments or leave them uncovered; defer the index
+    /// remap to a fragment reuse index (the segments keep the rows).
+    Compact(u64, bool, bool),
     /// Set column 1 + (c % 3) (k, s or x) of about a fifth of the rows
     /// (chosen by the seed) to new random values, in place or (true) as
     /// overlays.
@@ -93,7 +94,7 @@ fn step() -> impl Strategy<Value = Step> {
         any::<u64>().prop_map(Step::Delete),
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
-        (2u64..900, any::<bool>()).prop_map(|(t, r)| Step::Compact(t, r)),
+        (2u64..900, any::<bool>(), any::<bool>()).prop_map(|(t, r, d)| Step::Compact(t, r, d)),
         (0usize..3, any::<u64>(), any::<bool>()).prop_map(|(c, s, o)| Step::UpdateColumn(c, s, o)),
     ]
 }
@@ -173,9 +174,10 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     None => ds,
                 }
             }
-            Step::Compact(target, reindex) => {
+            Step::Compact(target, reindex, defer) => {
                 let opts = fathom_table::CompactionOptions {
                     target_rows_per_fragment: *target,
+                    defer_index_remap: *defer,
                     ..Default::default()
                 };
                 fathom_index::compact(&ds, &opts, *reindex, None)
@@ -247,7 +249,7 @@ fn grouped_count_after_compact_and_extend() {
         94159,
         vec![
             Step::Delete(613669345857094324),
-            Step::Compact(2, false),
+            Step::Compact(2, false, false),
             Step::Extend(1),
         ],
         vec!["(((k = 2 OR id < 1765) OR k < 0) AND x = 'NaN'::DOUBLE)".to_string()],

@@ -295,15 +295,16 @@ async fn equals_brute_force_through_changes() {
                 4 => {
                     let target = rng.random_range(5..500);
                     let reindex = rng.random_bool(0.5);
+                    let defer = rng.random_bool(0.5);
                     run_sql(
                         &ctx,
                         &format!(
-                            "COMPACT TABLE t WITH (target_rows_per_fragment = {target}, reindex = {reindex})"
+                            "COMPACT TABLE t WITH (target_rows_per_fragment = {target}, reindex = {reindex}, defer_index_remap = {defer})"
                         ),
                     )
                     .await
                     .unwrap();
-                    log.push(format!("compact {target} reindex {reindex}"));
+                    log.push(format!("compact {target} reindex {reindex} defer {defer}"));
                 }
                 _ => {
                     run_sql(&ctx, "REINDEX emb_idx ON t").await.unwrap();
