@@ -277,4 +277,79 @@ async fn main() {
             println!();
         }
     }
+    compaction_strategies(rows, &data, &queries).await;
+}
+
+/// Compaction after deleting 1% of the rows, with each index strategy, on
+/// the same data: the segments rewritten (extended over the new fragment),
+/// kept through a fragment reuse index (Lance's `defer_index_remap`), or
+/// left (the new fragment scanned flat); compaction time and the queries
+/// after it.
+async fn compaction_strategies(
+    rows: usize,
+    data: &[RecordBatch],
+    queries: &[(&str, String, &str, String)],
+) {
+    let strategies = [
+        ("index rewrite (reindex)", "reindex = true"),
+        (
+            "fragment reuse index (deferred remap)",
+            "reindex = false, defer_index_remap = true",
+        ),
+        ("leave indexes (reindex = false)", "reindex = false"),
+    ];
+    println!(
+        "compaction after DELETE of 1% (id % 100 = 7), {rows} rows in 10 fragments -> 1, per index strategy (ms):"
+    );
+    let mut seconds = vec![];
+    let mut first: Option<Vec<Vec<String>>> = None;
+    for (label, with) in strategies {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+        let params = WriteParams {
+            max_rows_per_file: rows.div_ceil(10),
+            ..Default::default()
+        };
+        let ds = Dataset::write(&uri, data, WriteMode::Create, params)
+            .await
+            .unwrap();
+        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
+            .await
+            .unwrap();
+        let ds = create_index(&ds, "k_idx", "k", IndexKind::BTREE)
+            .await
+            .unwrap();
+        let ctx = common::session();
+        fathom_datafusion::add_vector_search(&ctx);
+        ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
+            .unwrap();
+        run_sql(&ctx, "DELETE FROM t WHERE id % 100 = 7")
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        run_sql(&ctx, &format!("OPTIMIZE t WITH ({with})"))
+            .await
+            .unwrap();
+        let s = t0.elapsed().as_secs_f64();
+        seconds.push(s);
+        let mut outs = vec![];
+        let mut times = vec![];
+        for (_, sql, _, _) in queries {
+            outs.push(common::sorted_text(&ctx, sql).await);
+            times.push(timed(&ctx, sql).await);
+        }
+        match &first {
+            None => first = Some(outs),
+            Some(f) => assert_eq!(f, &outs, "{label}: results differ between strategies"),
+        }
+        print!("{:<44}", format!("{label} ({s:.2} s)"));
+        for x in times {
+            print!(" {x:>24.3}");
+        }
+        println!();
+    }
+    println!(
+        "compaction time, reuse index / index rewrite: {:.2}",
+        seconds[1] / seconds[0]
+    );
 }

@@ -180,8 +180,10 @@ fn deferred_remap_without_indexes() {
             .await
             .unwrap();
         let ds = delete_multiples(&ds, 4).await;
-        let mut opts = CompactionOptions::default();
-        opts.defer_index_remap = true;
+        let opts = CompactionOptions {
+            defer_index_remap: true,
+            ..Default::default()
+        };
         let (ds, _) = ds.compact_files(&opts, None).await.unwrap();
         assert!(ds.manifest().frag_reuse.is_none());
         assert_eq!(ds.count_rows(), 150);
