@@ -62,6 +62,27 @@ fn batches(rows: usize) -> Vec<RecordBatch> {
         .collect()
 }
 
+/// `data` as a new dataset of 10 fragments at `uri`.
+async fn write(uri: &str, data: &[RecordBatch], rows: usize) -> Dataset {
+    let params = WriteParams {
+        max_rows_per_file: rows.div_ceil(10),
+        ..Default::default()
+    };
+    Dataset::write(uri, data, WriteMode::Create, params)
+        .await
+        .unwrap()
+}
+
+/// B-trees on `id` and `k`.
+async fn index_id_and_k(ds: Dataset) -> Dataset {
+    let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
+        .await
+        .unwrap();
+    create_index(&ds, "k_idx", "k", IndexKind::BTREE)
+        .await
+        .unwrap()
+}
+
 /// Median of running `sql` at least 3 times, at most 15, for about a second.
 async fn timed(ctx: &SessionContext, sql: &str) -> f64 {
     common::run(ctx, sql).await;
@@ -111,13 +132,7 @@ async fn main() {
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     for (m, mode) in ["rows", "columns"].iter().enumerate() {
         let uri = dirs[m].path().join("t.lance").to_str().unwrap().to_string();
-        let params = WriteParams {
-            max_rows_per_file: rows.div_ceil(10),
-            ..Default::default()
-        };
-        let ds = Dataset::write(&uri, &data, WriteMode::Create, params)
-            .await
-            .unwrap();
+        let ds = write(&uri, &data, rows).await;
         if m == 0 {
             // pylance gets a copy of the unindexed dataset.
             let copy = dirs[0].path().join("py.lance");
@@ -127,12 +142,7 @@ async fn main() {
                 .is_ok_and(|s| s.success());
             py_uri = ok.then_some(copy);
         }
-        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
-            .await
-            .unwrap();
-        let ds = create_index(&ds, "k_idx", "k", IndexKind::BTREE)
-            .await
-            .unwrap();
+        let ds = index_id_and_k(ds).await;
         let ctx = common::session();
         fathom_datafusion::add_vector_search(&ctx); // Fathom's session settings
         ctx.register_table(
@@ -306,19 +316,8 @@ async fn compaction_strategies(
     for (label, with) in strategies {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
-        let params = WriteParams {
-            max_rows_per_file: rows.div_ceil(10),
-            ..Default::default()
-        };
-        let ds = Dataset::write(&uri, data, WriteMode::Create, params)
-            .await
-            .unwrap();
-        let ds = create_index(&ds, "id_idx", "id", IndexKind::BTREE)
-            .await
-            .unwrap();
-        let ds = create_index(&ds, "k_idx", "k", IndexKind::BTREE)
-            .await
-            .unwrap();
+        let ds = write(&uri, data, rows).await;
+        let ds = index_id_and_k(ds).await;
         let ctx = common::session();
         fathom_datafusion::add_vector_search(&ctx);
         ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))

@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 
 use fathom_table::{Dataset, Error, WriteMode, WriteParams};
 
-use super::{ids, rows, runtime, unique_uri};
+use super::{ids, rows, runtime, segment, unique_uri};
 
 #[test]
 fn concurrent_appends_and_deletes() {
@@ -169,22 +169,7 @@ fn compaction_against_concurrent_writers() {
 /// and a delete meanwhile in an updated fragment is a conflict.
 #[test]
 fn column_update_against_concurrent_index_and_delete() {
-    use fathom_table::{IndexMetadata, Operation};
-    fn segment(name: &str, field: i32, frags: std::ops::Range<u32>, v: u64) -> IndexMetadata {
-        IndexMetadata {
-            uuid: uuid::Uuid::new_v4(),
-            name: name.into(),
-            fields: vec![field],
-            dataset_version: v,
-            fragment_bitmap: Some(frags.collect()),
-            index_details: None,
-            index_version: Some(0),
-            created_at_ms: None,
-            base_id: None,
-            files: vec![],
-            covering_fields: vec![],
-        }
-    }
+    use fathom_table::Operation;
     fn values(n: usize) -> RecordBatch {
         RecordBatch::try_new(
             Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(

@@ -7,27 +7,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 
 use fathom_table::frag_reuse::{FRAG_REUSE_INDEX_NAME, is_frag_reuse};
-use fathom_table::{
-    CompactionOptions, Dataset, IndexMetadata, Operation, Projection, WriteMode, WriteParams,
-};
+use fathom_table::{CompactionOptions, Dataset, Operation, Projection, WriteMode, WriteParams};
 
-use super::{rows, runtime, unique_uri};
-
-fn segment(frags: std::ops::Range<u32>, v: u64) -> IndexMetadata {
-    IndexMetadata {
-        uuid: uuid::Uuid::new_v4(),
-        name: "id_idx".into(),
-        fields: vec![0],
-        dataset_version: v,
-        fragment_bitmap: Some(frags.collect()),
-        index_details: None,
-        index_version: Some(0),
-        created_at_ms: None,
-        base_id: None,
-        files: vec![],
-        covering_fields: vec![],
-    }
-}
+use super::{rows, runtime, segment, unique_uri};
 
 async fn delete_multiples(ds: &Dataset, k: i64) -> Dataset {
     ds.delete_where(&["id"], |b| {
@@ -84,7 +66,7 @@ fn deferred_remap_compaction() {
             .unwrap();
         let ds = ds
             .commit(Operation::CreateIndex {
-                new: vec![segment(0..4, ds.version())],
+                new: vec![segment("id_idx", 0, 0..4, ds.version())],
                 removed: vec![],
             })
             .await
@@ -154,7 +136,7 @@ fn deferred_remap_compaction() {
             .unwrap();
         let ds = ds
             .commit(Operation::CreateIndex {
-                new: vec![segment(0..all, ds.version())],
+                new: vec![segment("id_idx", 0, 0..all, ds.version())],
                 removed: vec![old],
             })
             .await

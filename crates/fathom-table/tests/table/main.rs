@@ -60,3 +60,26 @@ pub fn ids(b: &RecordBatch) -> Vec<i64> {
 pub fn unique_uri(tag: &str) -> String {
     format!("memory://{tag}-{}", uuid::Uuid::new_v4())
 }
+
+/// An index segment entry (no files) named `name` on field `field`,
+/// covering `frags`, built at version `v`.
+pub fn segment(
+    name: &str,
+    field: i32,
+    frags: std::ops::Range<u32>,
+    v: u64,
+) -> fathom_table::IndexMetadata {
+    fathom_table::IndexMetadata {
+        uuid: uuid::Uuid::new_v4(),
+        name: name.into(),
+        fields: vec![field],
+        dataset_version: v,
+        fragment_bitmap: Some(frags.collect()),
+        index_details: None,
+        index_version: Some(0),
+        created_at_ms: None,
+        base_id: None,
+        files: vec![],
+        covering_fields: vec![],
+    }
+}
