@@ -25,7 +25,8 @@
 //!
 //! Anything else (a pushed-down limit, a filter on the aggregate, DISTINCT,
 //! a nullable counted column, grouping sets, a group column without such
-//! an index) is left as it was: the shortcut never changes a result.
+//! an index, a group index whose values an overlay changed since its
+//! build) is left as it was: the shortcut never changes a result.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -388,6 +389,10 @@ fn grouping_index(ds: &Dataset, column: &str, ex: &Exclusion) -> Option<String> 
         let mut covered = roaring::RoaringBitmap::new();
         for s in manifest.indices.iter().filter(|s| s.name == name) {
             if let (Ok(_), Some(b)) = (usable(s), &s.fragment_bitmap) {
+                // A group an overlay changed since the build is stale there.
+                if !fathom_table::overlay::overlaid_rows(manifest, s).is_empty() {
+                    return None;
+                }
                 covered |= b;
             }
         }

@@ -63,11 +63,33 @@ extensions_options! {
         /// rewrites the set columns of the touched fragments in place,
         /// 'auto' picks the one writing fewer bytes.
         pub update_mode: String, default = "auto".to_string()
+        /// Index scans over rows an overlay changed since the index was
+        /// built: 'rows' excludes just those rows from the index result
+        /// and re-evaluates them, 'fragments' scans their whole fragments
+        /// flat.
+        pub overlay_exclusion: String, default = "rows".to_string()
     }
 }
 
 impl ConfigExtension for FathomOptions {
     const PREFIX: &'static str = "fathom";
+}
+
+/// Whether the session's `fathom.overlay_exclusion` asks for whole
+/// fragments (an unknown value is an error naming the accepted ones).
+pub(crate) fn whole_fragment_overlays(state: &dyn Session) -> Result<bool> {
+    let v = state
+        .config_options()
+        .extensions
+        .get::<FathomOptions>()
+        .map_or("rows", |o| o.overlay_exclusion.as_str());
+    match v.to_ascii_lowercase().as_str() {
+        "rows" => Ok(false),
+        "fragments" => Ok(true),
+        other => Err(DataFusionError::Plan(format!(
+            "fathom.overlay_exclusion is '{other}'; expected 'rows' or 'fragments'"
+        ))),
+    }
 }
 
 /// Rewrites `ORDER BY distance LIMIT k` over a Fathom table into a
@@ -276,6 +298,7 @@ pub(crate) fn inner_scan(
         target_partitions: state.config().target_partitions(),
         min_rows_per_partition: t.options().min_rows_per_partition,
         zone_pruning: t.options().zone_pruning,
+        whole_fragment_overlays: whole_fragment_overlays(state)?,
     };
     let snap = Snapshot {
         manifest: &manifest,

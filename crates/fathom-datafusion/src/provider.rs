@@ -220,6 +220,7 @@ impl FathomTable {
             target_partitions: state.config().target_partitions(),
             min_rows_per_partition: self.options.min_rows_per_partition,
             zone_pruning: self.options.zone_pruning,
+            whole_fragment_overlays: crate::knn::whole_fragment_overlays(state)?,
         };
         let snapshot = Snapshot {
             manifest: ds.manifest(),

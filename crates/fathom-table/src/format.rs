@@ -433,7 +433,7 @@ impl Manifest {
             frag_reuse: None,
         };
         crate::frag_reuse::load(&mut m, None)?;
-        crate::overlay::exclude_overlaid(&mut m);
+        crate::overlay::exclude_overlaid(&mut m, &roaring::RoaringBitmap::new());
         Ok(m)
     }
 

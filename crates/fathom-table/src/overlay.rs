@@ -12,22 +12,32 @@
 //!
 //! Indexes: an overlay committed after a segment was built (its
 //! `committed_version` greater than the segment's `dataset_version`) on a
-//! field the segment is keyed on or carries makes the segment stop
-//! covering that fragment (whole-fragment exclusion): [`exclude_overlaid`]
-//! runs on every manifest read and every commit, so every index path
-//! (scalar, counts, vector, full text) scans such fragments flat with
-//! their current values, and a segment committed concurrently from an
-//! older version is excluded the same way. Compaction rewrites fragments
-//! with overlays (folding them into base data).
+//! field the segment is keyed on or carries makes the segment's answer
+//! stale for the rows it covers. Two ways out:
+//!
+//! - **row level** (scalar kinds: B-tree, bitmap, zone map, label list):
+//!   the segment keeps covering the fragment; the scan plan excludes the
+//!   [`overlaid_rows`] from the index result and re-evaluates them on the
+//!   flat path against their current values;
+//! - **whole fragment** (vector and full-text segments, and every kind
+//!   when compaction rewrites the fragment under a fragment reuse index):
+//!   [`exclude_overlaid`] takes the fragment out of the segment's
+//!   coverage on every manifest read and every commit, so it is scanned
+//!   flat; a segment committed concurrently from an older version is
+//!   excluded the same way.
+//!
+//! Compaction rewrites fragments with overlays (folding them into base
+//! data).
 
 use arrow_array::{Array, RecordBatch, UInt32Array};
 use fathom_file::LanceSchema;
 use roaring::RoaringBitmap;
 
+use crate::address::RowSet;
 use crate::compact::ProgressFn;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Fragment, Manifest};
+use crate::format::{DataFile, Fragment, IndexMetadata, Manifest};
 use crate::pb;
 use crate::transaction::Operation;
 use crate::write::{FragmentWriter, WriteParams, conform_batch};
@@ -125,33 +135,102 @@ impl Fragment {
     }
 }
 
-/// Takes each fragment out of every segment that an overlay committed
-/// after the segment's build changes a field of (see the module
-/// documentation). Overlays that fail to decode are left to the reader,
+/// Whether readers of `meta`'s kind exclude and re-evaluate the rows an
+/// overlay changed (see the module documentation), rather than needing
+/// the whole fragment out of the segment's coverage.
+pub fn reevaluated_by_row(meta: &IndexMetadata) -> bool {
+    meta.index_details.as_ref().is_some_and(|d| {
+        !(d.type_url.ends_with("VectorIndexDetails")
+            || d.type_url.ends_with("InvertedIndexDetails"))
+    })
+}
+
+/// The fragment's overlays committed after version `since` that change
+/// one of `fields`. Overlays that fail to decode are left to the reader,
 /// which reports them.
-pub(crate) fn exclude_overlaid(m: &mut Manifest) {
+fn newer_overlays(f: &Fragment, fields: &[i32], since: u64) -> Vec<Overlay> {
+    if !f.has_overlays() {
+        return vec![];
+    }
+    f.overlays()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o.committed_version > since && fields.iter().any(|id| o.covers(*id).is_some()))
+        .collect()
+}
+
+fn segment_fields(meta: &IndexMetadata) -> Vec<i32> {
+    meta.fields
+        .iter()
+        .chain(&meta.covering_fields)
+        .copied()
+        .collect()
+}
+
+/// The rows of fragments `meta` covers whose value of a field it is keyed
+/// on or carries an overlay changed after the segment was built: its
+/// answer for them is stale (deleted rows included; callers drop those).
+pub fn overlaid_rows(m: &Manifest, meta: &IndexMetadata) -> RowSet {
+    let mut out = RowSet::new();
+    let Some(covered) = meta.fragment_bitmap.as_ref() else {
+        return out;
+    };
+    let fields = segment_fields(meta);
+    for f in m.fragments.iter().filter(|f| f.has_overlays()) {
+        let Ok(id) = u32::try_from(f.id) else {
+            continue;
+        };
+        if !covered.contains(id) {
+            continue;
+        }
+        let mut rows = RoaringBitmap::new();
+        for o in newer_overlays(f, &fields, meta.dataset_version) {
+            for fid in &fields {
+                if let Some(c) = o.covers(*fid) {
+                    rows |= c;
+                }
+            }
+        }
+        if !rows.is_empty() {
+            out = out | RowSet::from(roaring::RoaringTreemap::from_bitmaps([(id, rows)]));
+        }
+    }
+    out
+}
+
+/// Takes each fragment out of every segment that an overlay committed
+/// after the segment's build changes a field of, for the kinds not
+/// [`reevaluated_by_row`], and for every kind in fragments `every_kind`
+/// (about to be rewritten under a fragment reuse index, which would
+/// otherwise carry the stale answers over to the new fragments).
+pub(crate) fn exclude_overlaid(m: &mut Manifest, every_kind: &RoaringBitmap) {
     if !m.fragments.iter().any(|f| f.has_overlays()) {
         return;
     }
-    let overlaid: Vec<(u32, Vec<Overlay>)> = m
-        .fragments
-        .iter()
-        .filter(|f| f.has_overlays())
-        .filter_map(|f| Some((f.id as u32, f.overlays().ok()?)))
-        .collect();
-    for i in &mut m.indices {
-        let fields: Vec<i32> = i.fields.iter().chain(&i.covering_fields).copied().collect();
-        let since = i.dataset_version;
-        let Some(b) = i.fragment_bitmap.as_mut() else {
+    let overlaid: Vec<&Fragment> = m.fragments.iter().filter(|f| f.has_overlays()).collect();
+    let mut out: Vec<(usize, RoaringBitmap)> = vec![];
+    for (n, i) in m.indices.iter().enumerate() {
+        if i.fragment_bitmap.is_none() {
             continue;
-        };
-        for (f, overlays) in &overlaid {
-            let newer = overlays.iter().any(|o| {
-                o.committed_version > since && fields.iter().any(|id| o.covers(*id).is_some())
-            });
-            if newer {
-                b.remove(*f);
+        }
+        let by_row = reevaluated_by_row(i);
+        let fields = segment_fields(i);
+        let mut gone = RoaringBitmap::new();
+        for f in &overlaid {
+            let id = f.id as u32;
+            if (!by_row || every_kind.contains(id))
+                && !newer_overlays(f, &fields, i.dataset_version).is_empty()
+            {
+                gone.insert(id);
             }
+        }
+        if !gone.is_empty() {
+            out.push((n, gone));
+        }
+    }
+    for (n, gone) in out {
+        if let Some(b) = m.indices[n].fragment_bitmap.as_mut() {
+            *b -= gone;
         }
     }
 }

@@ -344,6 +344,14 @@ pub fn apply(
             };
             let mut rewritten = RoaringBitmap::new();
             let mut reuse = Vec::new();
+            // A segment's stale answers for overlaid rows must not follow
+            // them to the new fragments through the reuse index.
+            let remapped: RoaringBitmap = groups
+                .iter()
+                .filter(|g| g.survivors.is_some())
+                .flat_map(|g| g.old.iter().map(|f| f.id as u32))
+                .collect();
+            crate::overlay::exclude_overlaid(&mut m, &remapped);
             for g in groups {
                 let new = assign_ids(base, &mut next_frag, &mut next_row, &g.new);
                 match &g.survivors {
@@ -434,7 +442,7 @@ pub fn apply(
     };
     m.transaction_file = Some(txn_file.to_string());
     crate::frag_reuse::settle(&mut m, added_reuse)?;
-    crate::overlay::exclude_overlaid(&mut m);
+    crate::overlay::exclude_overlaid(&mut m, &RoaringBitmap::new());
     m.update_feature_flags();
     Ok(m)
 }

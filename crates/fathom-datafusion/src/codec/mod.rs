@@ -34,7 +34,7 @@ use datafusion_proto::physical_plan::{
 use datafusion_proto::protobuf::PhysicalExprNode;
 use fathom_index::{Exactness, IndexCache, IndexKind, ScalarQuery};
 use fathom_table::scan::Projection;
-use fathom_table::{Dataset, DatasetSnapshot};
+use fathom_table::{Dataset, DatasetSnapshot, RowSet};
 use prost::Message;
 
 use crate::error::to_df;
@@ -42,6 +42,7 @@ use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::dml::{DmlExec, DmlKind, UpdateStrategy};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
+use crate::exec::overlaid::OverlaidRowsExec;
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 use crate::index_expr::IndexExpr;
@@ -338,28 +339,50 @@ impl ExprDecoder<'_> {
 
 // ---- nodes ----
 
-fn enc_sources(sources: &[ExclusionSource]) -> Vec<wire::ExclusionSource> {
+fn enc_rows(rows: &RowSet) -> Result<Vec<u8>> {
+    let t = rows.as_treemap();
+    let mut out = Vec::with_capacity(t.serialized_size());
+    t.serialize_into(&mut out)
+        .map_err(|e| DataFusionError::Internal(format!("row set: {e}")))?;
+    Ok(out)
+}
+
+fn dec_rows(bytes: &[u8]) -> Result<RowSet> {
+    roaring::RoaringTreemap::deserialize_from(bytes)
+        .map(RowSet::from)
+        .map_err(|e| DataFusionError::Plan(format!("a corrupt row set in a serialized plan: {e}")))
+}
+
+fn enc_sources(sources: &[ExclusionSource]) -> Result<Vec<wire::ExclusionSource>> {
     sources
         .iter()
-        .map(|s| match s {
-            ExclusionSource::DeletedRows => wire::ExclusionSource {
-                deleted_rows: true,
-                fragments: vec![],
-            },
-            ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
-                deleted_rows: false,
-                fragments: f.iter().map(u64::from).collect(),
-            },
+        .map(|s| {
+            Ok(match s {
+                ExclusionSource::DeletedRows => wire::ExclusionSource {
+                    deleted_rows: true,
+                    ..Default::default()
+                },
+                ExclusionSource::OutsideFragments(f) => wire::ExclusionSource {
+                    fragments: f.iter().map(u64::from).collect(),
+                    ..Default::default()
+                },
+                ExclusionSource::OverlaidRows(r) => wire::ExclusionSource {
+                    rows: Some(enc_rows(r)?),
+                    ..Default::default()
+                },
+            })
         })
         .collect()
 }
 
-fn dec_sources(sources: Vec<wire::ExclusionSource>) -> Vec<ExclusionSource> {
+fn dec_sources(sources: Vec<wire::ExclusionSource>) -> Result<Vec<ExclusionSource>> {
     sources
         .into_iter()
         .map(|s| {
-            if s.deleted_rows {
+            Ok(if s.deleted_rows {
                 ExclusionSource::DeletedRows
+            } else if let Some(r) = &s.rows {
+                ExclusionSource::OverlaidRows(Arc::new(dec_rows(r)?))
             } else {
                 // Ids beyond 32 bits name no fragment a row address can hold.
                 ExclusionSource::OutsideFragments(std::sync::Arc::new(
@@ -368,7 +391,7 @@ fn dec_sources(sources: Vec<wire::ExclusionSource>) -> Vec<ExclusionSource> {
                         .filter_map(|&f| u32::try_from(f).ok())
                         .collect(),
                 ))
-            }
+            })
         })
         .collect()
 }
@@ -409,7 +432,13 @@ impl FathomPhysicalCodec {
         if let Some(n) = node.downcast_ref::<ExclusionExec>() {
             return Ok(Some(Kind::Exclusion(wire::Exclusion {
                 dataset: Some(enc_dataset(n.dataset())),
-                sources: enc_sources(n.sources()),
+                sources: enc_sources(n.sources())?,
+            })));
+        }
+        if let Some(n) = node.downcast_ref::<OverlaidRowsExec>() {
+            return Ok(Some(Kind::Overlaid(wire::OverlaidRows {
+                rows: enc_rows(n.rows())?,
+                batch_size: n.batch_size() as u64,
             })));
         }
         if let Some(n) = node.downcast_ref::<IndexCountExec>() {
@@ -418,7 +447,7 @@ impl FathomPhysicalCodec {
                 dataset: Some(enc_dataset(n.dataset())),
                 expr: n.expr().map(enc_index_expr).transpose()?,
                 planned: enc_exactness(n.planned()),
-                sources: enc_sources(n.exclusions()),
+                sources: enc_sources(n.exclusions())?,
                 recheck_read: n.recheck().map(|r| enc_projection(&r.read)),
                 recheck: x.enc_opt(n.recheck().map(|r| &r.predicate))?,
                 group_index: n.group_index().map(str::to_string),
@@ -560,7 +589,11 @@ impl FathomPhysicalCodec {
             Kind::Exclusion(m) => Arc::new(ExclusionExec::new(
                 one_input("ExclusionExec")?,
                 dec_dataset(m.dataset)?,
-                dec_sources(m.sources),
+                dec_sources(m.sources)?,
+            )),
+            Kind::Overlaid(m) => Arc::new(OverlaidRowsExec::new(
+                Arc::new(dec_rows(&m.rows)?),
+                m.batch_size as usize,
             )),
             Kind::Count(m) => {
                 let ds = dec_dataset(m.dataset)?;
@@ -582,7 +615,7 @@ impl FathomPhysicalCodec {
                     m.expr.map(dec_index_expr).transpose()?,
                     dec_exactness(m.planned)?,
                     self.cache.clone(),
-                    dec_sources(m.sources),
+                    dec_sources(m.sources)?,
                     recheck,
                     m.group_index,
                     m.batch_size as usize,

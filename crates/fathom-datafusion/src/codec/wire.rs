@@ -5,7 +5,7 @@ use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Node {
-    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9")]
     pub kind: Option<node::Kind>,
 }
 pub mod node {
@@ -29,6 +29,8 @@ pub mod node {
         Knn(super::Knn),
         #[prost(message, tag = "8")]
         Fts(super::Fts),
+        #[prost(message, tag = "9")]
+        Overlaid(super::OverlaidRows),
     }
 }
 
@@ -201,11 +203,24 @@ pub struct IndexCount {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ExclusionSource {
-    /// Deleted rows when true; else fragments outside `fragments`.
+    /// Deleted rows when true; else the rows in `rows` when set; else
+    /// fragments outside `fragments`.
     #[prost(bool, tag = "1")]
     pub deleted_rows: bool,
     #[prost(uint64, repeated, tag = "2")]
     pub fragments: Vec<u64>,
+    /// Overlaid rows: a serialized `RoaringTreemap` of addresses.
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub rows: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OverlaidRows {
+    /// A serialized `RoaringTreemap` of addresses.
+    #[prost(bytes = "vec", tag = "1")]
+    pub rows: Vec<u8>,
+    #[prost(uint64, tag = "2")]
+    pub batch_size: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

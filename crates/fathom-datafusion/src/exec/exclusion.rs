@@ -6,10 +6,12 @@
 //! - fragments outside the planned covered set (gone from the manifest,
 //!   or not in the current `fragment_bitmap` of every index used);
 //! - rows in the fragment's deletion file;
+//! - rows an overlay changed after a segment searched was built (the
+//!   plan's re-evaluation branch reads them instead);
 //! - always: offsets beyond the fragment's rows.
 //!
-//! Next: rows covered by overlays newer than a segment, and address
-//! remaps after compaction.
+//! (Addresses a compaction moved are remapped by the segment search
+//! itself, through the fragment reuse index.)
 
 use std::fmt;
 use std::sync::Arc;
@@ -82,23 +84,36 @@ pub struct Exclusion {
     /// (`None`: every fragment of the version).
     keep: Option<Arc<RoaringBitmap>>,
     deletions: bool,
+    /// Rows dropped one by one (overlaid since a segment's build).
+    rows: Option<Arc<RowSet>>,
 }
 
 impl Exclusion {
     pub fn new(dataset: &Dataset, sources: &[ExclusionSource]) -> Self {
         let mut keep: Option<Arc<RoaringBitmap>> = None;
+        let mut rows: Option<Arc<RowSet>> = None;
         for s in sources {
-            if let ExclusionSource::OutsideFragments(set) = s {
-                keep = Some(match keep {
-                    Some(k) => Arc::new(k.as_ref() & set.as_ref()),
-                    None => set.clone(),
-                });
+            match s {
+                ExclusionSource::OutsideFragments(set) => {
+                    keep = Some(match keep {
+                        Some(k) => Arc::new(k.as_ref() & set.as_ref()),
+                        None => set.clone(),
+                    });
+                }
+                ExclusionSource::OverlaidRows(r) => {
+                    rows = Some(match rows {
+                        Some(x) => Arc::new(x.as_ref().clone() | r.as_ref().clone()),
+                        None => r.clone(),
+                    });
+                }
+                ExclusionSource::DeletedRows => {}
             }
         }
         Exclusion {
             dataset: dataset.clone(),
             keep,
             deletions: sources.contains(&ExclusionSource::DeletedRows),
+            rows,
         }
     }
 
@@ -116,8 +131,9 @@ impl Exclusion {
             .filter(|f| self.passes(f.id))
     }
 
-    /// For a fragment whose rows may pass: its deleted rows (when they are
-    /// dropped) and its physical row count; `None` for any other.
+    /// For a fragment whose rows may pass: the rows dropped one by one
+    /// (deleted ones when they are dropped, overlaid ones) and its
+    /// physical row count; `None` for any other.
     async fn fragment(&self, f: FragmentId) -> Result<Option<(Option<Arc<RoaringBitmap>>, u64)>> {
         if !self.passes(f.as_u64()) {
             return Ok(None);
@@ -125,11 +141,21 @@ impl Exclusion {
         let Some(fr) = self.dataset.fragment(f.as_u64()) else {
             return Ok(None);
         };
-        let del = if self.deletions {
+        let mut del = if self.deletions {
             self.dataset.deleted_rows(fr).await.map_err(to_df)?
         } else {
             None
         };
+        let overlaid = self
+            .rows
+            .as_ref()
+            .and_then(|r| r.fragments().find(|(id, _)| *id == f).map(|(_, b)| b));
+        if let Some(o) = overlaid {
+            del = Some(Arc::new(match del {
+                Some(d) => d.as_ref() | o,
+                None => o.clone(),
+            }));
+        }
         Ok(Some((del, fr.physical_rows)))
     }
 
@@ -182,6 +208,9 @@ impl DisplayAs for ExclusionExec {
                 .filter(|fr| fr.deletion_file.is_some())
                 .count();
             write!(f, ", with_deletions={with_deletions}")?;
+        }
+        if let Some(r) = &ex.rows {
+            write!(f, ", overlaid_rows={}", r.len())?;
         }
         Ok(())
     }

@@ -7,5 +7,6 @@ pub mod exclusion;
 pub mod fts;
 pub mod index_scan;
 pub mod knn;
+pub mod overlaid;
 pub mod scan;
 pub mod take;

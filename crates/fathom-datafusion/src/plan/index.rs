@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use fathom_index::Exactness;
 use fathom_index::segment::usable;
+use fathom_table::RowSet;
 use roaring::RoaringBitmap;
 
 use super::{
@@ -131,16 +132,27 @@ pub(super) fn plan_index_branch(
     for n in &names {
         covered &= chosen.coverage.get(n).cloned().unwrap_or_default();
     }
-    if covered.is_empty() {
-        return Ok(None);
-    }
-    let segments = snap
+    let used = snap
         .manifest
         .indices
         .iter()
-        .filter(|s| names.contains(&s.name) && usable(s).is_ok())
-        .map(|s| (s.name.clone(), s.uuid))
-        .collect();
+        .filter(|s| names.contains(&s.name) && usable(s).is_ok());
+    // Rows whose indexed values an overlay changed since a segment's build.
+    let mut overlaid = RowSet::new();
+    for s in used.clone() {
+        overlaid = overlaid | fathom_table::overlay::overlaid_rows(snap.manifest, s);
+    }
+    overlaid.retain_fragments(|f| covered.contains(f.0));
+    if req.whole_fragment_overlays {
+        for (f, _) in overlaid.fragments() {
+            covered.remove(f.0);
+        }
+        overlaid = RowSet::new();
+    }
+    if covered.is_empty() {
+        return Ok(None);
+    }
+    let segments = used.map(|s| (s.name.clone(), s.uuid)).collect();
     let has_residual = !residual.is_empty();
     let recheck_filters = match exactness {
         Exactness::Exact => residual,
@@ -162,13 +174,17 @@ pub(super) fn plan_index_branch(
         _ => output.clone(),
     };
     let covered = Arc::new(covered);
+    let mut exclusions = vec![
+        ExclusionSource::OutsideFragments(covered.clone()),
+        ExclusionSource::DeletedRows,
+    ];
+    if !overlaid.is_empty() {
+        exclusions.push(ExclusionSource::OverlaidRows(Arc::new(overlaid)));
+    }
     Ok(Some(IndexBranch {
         expr,
         segments,
-        exclusions: vec![
-            ExclusionSource::OutsideFragments(covered.clone()),
-            ExclusionSource::DeletedRows,
-        ],
+        exclusions,
         covered,
         exactness,
         limit: if recheck.is_some() { None } else { req.limit },

@@ -3,6 +3,7 @@
 //! ```text
 //! Flat  : FragmentScanExec (filter, zone pruning, late read, limit)
 //! Index : ScalarIndexExec ─► ExclusionExec ─► [TakeExec narrow + recheck] ─► TakeExec ─► ProjectionExec
+//! Reeval: OverlaidRowsExec ─► ExclusionExec ─► [TakeExec narrow + recheck] ─► TakeExec ─► ProjectionExec
 //! Merge : UnionExec of the branches
 //! ```
 
@@ -26,9 +27,10 @@ use fathom_index::IndexCache;
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 
-use super::{Branch, FlatBranch, IndexBranch, Merge, ScanPlan};
+use super::{Branch, ExclusionSource, FlatBranch, IndexBranch, Merge, Recheck, ScanPlan};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
+use crate::exec::overlaid::OverlaidRowsExec;
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 
@@ -106,6 +108,19 @@ pub fn lower(plan: &ScanPlan, ctx: &LowerContext<'_>) -> Result<Arc<dyn Executio
         nodes.push(match b {
             Branch::Flat(f) => lower_flat(f, &plan.output, &out_schema, skipped, ctx)?,
             Branch::Index(x) => lower_index(x, &plan.output, skipped, ctx)?,
+            Branch::Reeval(r) => {
+                let rows = Arc::new(OverlaidRowsExec::new(
+                    r.rows.clone(),
+                    ctx.session.config().batch_size(),
+                ));
+                let tail = Tail {
+                    exclusions: &r.exclusions,
+                    recheck: Some(&r.recheck),
+                    take: &r.take,
+                    limit: None,
+                };
+                lower_rows(rows, tail, &plan.output, ctx)?
+            }
         });
     }
     match plan.merge {
@@ -165,10 +180,9 @@ fn lower_index(
     skipped: usize,
     ctx: &LowerContext<'_>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let ds = ctx.dataset;
     let search: Arc<dyn ExecutionPlan> = Arc::new(
         ScalarIndexExec::new(
-            ds.clone(),
+            ctx.dataset.clone(),
             b.expr.clone(),
             b.exactness,
             ctx.cache.clone(),
@@ -176,9 +190,38 @@ fn lower_index(
         )
         .with_skipped_segments(skipped),
     );
-    let mut branch: Arc<dyn ExecutionPlan> =
-        Arc::new(ExclusionExec::new(search, ds.clone(), b.exclusions.clone()));
-    let single_recheck = match &b.recheck {
+    let tail = Tail {
+        exclusions: &b.exclusions,
+        recheck: b.recheck.as_ref(),
+        take: &b.take,
+        limit: b.limit,
+    };
+    lower_rows(search, tail, output, ctx)
+}
+
+/// What follows a row stream's source in an index or re-evaluation branch.
+struct Tail<'a> {
+    exclusions: &'a [ExclusionSource],
+    recheck: Option<&'a Recheck>,
+    take: &'a BTreeSet<usize>,
+    limit: Option<usize>,
+}
+
+/// Exclusion, recheck and take of the rows `source` outputs, projected to
+/// `output`.
+fn lower_rows(
+    source: Arc<dyn ExecutionPlan>,
+    b: Tail<'_>,
+    output: &[usize],
+    ctx: &LowerContext<'_>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let ds = ctx.dataset;
+    let mut branch: Arc<dyn ExecutionPlan> = Arc::new(ExclusionExec::new(
+        source,
+        ds.clone(),
+        b.exclusions.to_vec(),
+    ));
+    let single_recheck = match b.recheck {
         Some(r) if r.narrow => {
             // Narrow take of the recheck columns (and addresses), rechecked
             // in place, keeping the addresses of the survivors: the last
@@ -197,9 +240,9 @@ fn lower_index(
             );
             None
         }
-        r => r.as_ref(),
+        r => r,
     };
-    let take_read = ctx.projection(&b.take)?;
+    let take_read = ctx.projection(b.take)?;
     let take_schema = ctx.schema_of(&take_read);
     let mut take = TakeExec::new(branch, ds.clone(), take_read, b.limit)?;
     if let Some(r) = single_recheck {

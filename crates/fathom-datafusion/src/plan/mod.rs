@@ -26,7 +26,7 @@ use arrow_schema::Schema;
 use datafusion::logical_expr::Expr;
 use fathom_index::Exactness;
 use fathom_index::segment::Unusable;
-use fathom_table::Manifest;
+use fathom_table::{Manifest, RowSet};
 use roaring::RoaringBitmap;
 
 pub use flat::{FlatPartitions, MIN_ROWS_PER_PARTITION, ScanUnit, plan_flat};
@@ -56,6 +56,11 @@ pub struct ScanRequest {
     pub target_partitions: usize,
     pub min_rows_per_partition: u64,
     pub zone_pruning: bool,
+    /// Rows an overlay changed since an index segment was built: `false`
+    /// excludes them from the index result and re-evaluates them (a
+    /// [`ReevalBranch`]); `true` takes their whole fragments out of the
+    /// index branch (scanned flat).
+    pub whole_fragment_overlays: bool,
 }
 
 /// A scan: branches over disjoint parts of the table, merged.
@@ -81,6 +86,21 @@ pub enum Merge {
 pub enum Branch {
     Flat(FlatBranch),
     Index(IndexBranch),
+    Reeval(ReevalBranch),
+}
+
+/// Rows of the index branch's fragments that an overlay changed after a
+/// segment it searches was built (the index branch excludes them): read
+/// by address with their current values, every filter evaluated.
+#[derive(Debug, Clone)]
+pub struct ReevalBranch {
+    pub rows: Arc<RowSet>,
+    /// Deleted rows (deletions beat overlays).
+    pub exclusions: Vec<ExclusionSource>,
+    /// Every filter of the scan.
+    pub recheck: Recheck,
+    /// Columns the final take reads.
+    pub take: BTreeSet<usize>,
 }
 
 /// Reading fragments, filtering every row.
@@ -133,13 +153,16 @@ pub struct Recheck {
 }
 
 /// A reason to drop an address an index returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ExclusionSource {
     /// Rows in the fragment's deletion file (deleted since the build).
     DeletedRows,
     /// Fragments outside this set: gone from the version, or not covered
     /// by every index used (read on the flat path instead).
     OutsideFragments(Arc<RoaringBitmap>),
+    /// Rows an overlay changed after a segment searched was built
+    /// (re-evaluated by a [`ReevalBranch`]).
+    OverlaidRows(Arc<RowSet>),
 }
 
 /// A segment the planner did not use.
@@ -205,7 +228,31 @@ pub fn plan_scan(snap: Snapshot<'_>, req: &ScanRequest) -> datafusion::error::Re
         .filter(|f| !all_covered && u32::try_from(f.id).is_ok_and(|id| !covered.contains(id)));
     let mut branches = Vec::new();
     if let Some(b) = index {
+        let overlaid = b.exclusions.iter().find_map(|e| match e {
+            ExclusionSource::OverlaidRows(r) => Some(r.clone()),
+            _ => None,
+        });
+        let filters = req.filters.clone();
         branches.push(Branch::Index(b));
+        if let Some(rows) = overlaid {
+            let columns = columns_of_all(snap.table_schema, &filters)?;
+            let narrow = !output.is_subset(&columns);
+            branches.push(Branch::Reeval(ReevalBranch {
+                rows,
+                exclusions: vec![ExclusionSource::DeletedRows],
+                take: if narrow {
+                    output.clone()
+                } else {
+                    columns.clone()
+                },
+                recheck: Recheck {
+                    filters,
+                    columns,
+                    residual: true,
+                    narrow,
+                },
+            }));
+        }
     }
     if branches.is_empty() || flat_fragments.clone().next().is_some() {
         let physical = snap.schema.fields().len();

@@ -89,6 +89,7 @@ fn request(output: &[usize], filters: Vec<Expr>, limit: Option<usize>) -> ScanRe
         target_partitions: 2,
         min_rows_per_partition: 1,
         zone_pruning: true,
+        whole_fragment_overlays: false,
     }
 }
 

@@ -159,6 +159,41 @@ async fn queries_round_trip_with_the_same_rows() {
 }
 
 #[tokio::test]
+async fn overlay_reevaluation_round_trips() {
+    let (_dir, ctx) = setup().await;
+    run_sql(&ctx, "CREATE INDEX k_idx ON t USING BITMAP (k)")
+        .await
+        .unwrap();
+    run_sql(&ctx, "SET fathom.update_mode = 'overlay'")
+        .await
+        .unwrap();
+    run_sql(&ctx, "UPDATE t SET k = 3 WHERE id IN (1, 2, 10)")
+        .await
+        .unwrap();
+    let sql = "SELECT id, k FROM t WHERE k = 3 AND id < 30";
+    let (plan, back) = round_trip(&ctx, sql).await;
+    let shown = text(&plan);
+    for n in ["overlaid_rows=3", "OverlaidRowsExec: rows=3"] {
+        assert!(shown.contains(n), "expected {n} in\n{shown}");
+    }
+    let a = collect(plan, ctx.task_ctx()).await.unwrap();
+    let b = collect(back, ctx.task_ctx()).await.unwrap();
+    assert_eq!(sorted_rows(&a), sorted_rows(&b));
+    let ids: Vec<String> = sorted_rows(&a)
+        .iter()
+        .map(|r| r.split('|').nth(1).unwrap().trim().to_string())
+        .collect();
+    let mut want: Vec<String> = [1, 2, 3, 10, 17, 24]
+        .iter()
+        .map(|i: &i32| i.to_string())
+        .collect();
+    want.sort();
+    let mut got = ids;
+    got.sort();
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
 async fn dml_round_trips_and_commits_once() {
     let (_dir, ctx) = setup().await;
     let count = |sql: &'static str| {
