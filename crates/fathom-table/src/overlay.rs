@@ -380,17 +380,51 @@ pub(crate) async fn resolve(
     let mut picks: Vec<(usize, usize)> = (0..offsets.len()).map(|p| (0, p)).collect();
     let mut wanted: Vec<Vec<u64>> = vec![vec![]; overlays.len()];
     let mut any = false;
-    for (p, &o) in offsets.iter().enumerate() {
-        let o32 = o as u32;
-        for (j, (ov, _, _)) in overlays.iter().enumerate() {
-            if let Some(c) = ov.covers(id)
-                && c.contains(o32)
-            {
-                // Its value sits at the number of covered offsets below it.
-                wanted[j].push(c.rank(o32) - 1);
-                picks[p] = (1 + j, wanted[j].len() - 1);
-                any = true;
-                break;
+    let empty = RoaringBitmap::new();
+    let covs: Vec<&RoaringBitmap> = overlays
+        .iter()
+        .map(|(ov, _, _)| ov.covers(id).unwrap_or(&empty))
+        .collect();
+    // A covered offset's value sits at the number of covered offsets below it.
+    if offsets.windows(2).all(|w| w[0] < w[1])
+        && offsets.last().is_none_or(|&o| o <= u32::MAX as u64)
+    {
+        // Sorted offsets (scans, takes of sorted addresses): one cursor
+        // per overlay walks its coverage alongside them.
+        let first = offsets.first().map_or(0, |&o| o as u32);
+        let mut cursors: Vec<(std::iter::Peekable<roaring::bitmap::Iter<'_>>, u64)> = covs
+            .iter()
+            .map(|c| {
+                let mut it = c.iter();
+                it.advance_to(first);
+                let below = c.rank(first) - u64::from(c.contains(first));
+                (it.peekable(), below)
+            })
+            .collect();
+        for (p, &o) in offsets.iter().enumerate() {
+            let o32 = o as u32;
+            for (j, (it, rank)) in cursors.iter_mut().enumerate() {
+                while it.next_if(|&v| v < o32).is_some() {
+                    *rank += 1;
+                }
+                if it.peek() == Some(&o32) {
+                    wanted[j].push(*rank);
+                    picks[p] = (1 + j, wanted[j].len() - 1);
+                    any = true;
+                    break;
+                }
+            }
+        }
+    } else {
+        for (p, &o) in offsets.iter().enumerate() {
+            let o32 = o as u32;
+            for (j, c) in covs.iter().enumerate() {
+                if c.contains(o32) {
+                    wanted[j].push(c.rank(o32) - 1);
+                    picks[p] = (1 + j, wanted[j].len() - 1);
+                    any = true;
+                    break;
+                }
             }
         }
     }

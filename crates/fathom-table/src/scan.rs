@@ -435,11 +435,35 @@ impl FragmentReader {
             Rows::Runs(r) => r.iter().map(|r| r.end - r.start).sum::<u64>() as usize,
             Rows::Take(t) => t.len(),
         };
+        let offsets = || -> Box<dyn Iterator<Item = u64> + '_> {
+            match &sel {
+                Rows::Runs(r) => Box::new(r.iter().flat_map(|r| r.clone())),
+                Rows::Take(t) => Box::new(t.iter().copied()),
+            }
+        };
+        // A field whose every selected cell an overlay holds (re-evaluating
+        // overlaid rows reads just those) is not read from the base files.
+        let overlaid_whole = |id: i32| {
+            if self.overlays.is_empty() {
+                return false;
+            }
+            let mut covered = RoaringBitmap::new();
+            for (o, _, _) in &self.overlays {
+                if let Some(c) = o.covers(id) {
+                    covered |= c;
+                }
+            }
+            !covered.is_empty()
+                && offsets().all(|o| u32::try_from(o).is_ok_and(|o| covered.contains(o)))
+        };
         // Which file provides each projected field.
         let mut per_file: Vec<Vec<(usize, usize)>> = vec![vec![]; self.files.len()];
         let mut columns: Vec<Option<ArrayRef>> = vec![None; projection.fields.len()];
         for (out_idx, &field) in projection.fields.iter().enumerate() {
             let id = self.field_ids[field];
+            if overlaid_whole(id) {
+                continue;
+            }
             if let Some((fi, local)) = self
                 .files
                 .iter()
@@ -476,12 +500,6 @@ impl FragmentReader {
             .zip(&projection.fields)
             .map(|(c, &f)| c.unwrap_or_else(|| new_null_array(self.schema.field(f).data_type(), n)))
             .collect();
-        let offsets = || -> Box<dyn Iterator<Item = u64> + '_> {
-            match &sel {
-                Rows::Runs(r) => Box::new(r.iter().flat_map(|r| r.clone())),
-                Rows::Take(t) => Box::new(t.iter().copied()),
-            }
-        };
         if !self.overlays.is_empty() {
             let offs: Vec<u64> = offsets().collect();
             for (k, &field) in projection.fields.iter().enumerate() {
