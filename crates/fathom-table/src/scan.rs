@@ -453,8 +453,21 @@ impl FragmentReader {
                     covered |= c;
                 }
             }
-            !covered.is_empty()
-                && offsets().all(|o| u32::try_from(o).is_ok_and(|o| covered.contains(o)))
+            if covered.is_empty() || offsets().any(|o| o > u64::from(u32::MAX)) {
+                return false;
+            }
+            // Container by container, not a lookup per offset.
+            let selected: RoaringBitmap = match &sel {
+                Rows::Runs(r) => {
+                    let mut b = RoaringBitmap::new();
+                    for r in r.iter() {
+                        b.insert_range(r.start as u32..r.end as u32);
+                    }
+                    b
+                }
+                Rows::Take(t) => t.iter().map(|&o| o as u32).collect(),
+            };
+            selected.is_subset(&covered)
         };
         // Which file provides each projected field.
         let mut per_file: Vec<Vec<(usize, usize)>> = vec![vec![]; self.files.len()];

@@ -83,9 +83,22 @@ enum Step {
     /// remap to a fragment reuse index (the segments keep the rows).
     Compact(u64, bool, bool),
     /// Set column 1 + (c % 3) (k, s or x) of about a fifth of the rows
-    /// (chosen by the seed) to new random values, in place or (true) as
-    /// overlays.
-    UpdateColumn(usize, u64, bool),
+    /// (chosen by the seed) to new random values: the column rewritten in
+    /// place, written as overlays, or the rows moved to a new fragment.
+    UpdateColumn(usize, u64, Update),
+    /// Drop the first index on column c, if any.
+    Drop(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Update {
+    Columns,
+    Overlay,
+    Rows,
+}
+
+fn update_mode() -> impl Strategy<Value = Update> {
+    prop::sample::select(vec![Update::Columns, Update::Overlay, Update::Rows])
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -95,16 +108,40 @@ fn step() -> impl Strategy<Value = Step> {
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
         (2u64..900, any::<bool>(), any::<bool>()).prop_map(|(t, r, d)| Step::Compact(t, r, d)),
-        (0usize..3, any::<u64>(), any::<bool>()).prop_map(|(c, s, o)| Step::UpdateColumn(c, s, o)),
+        (0usize..3, any::<u64>(), update_mode()).prop_map(|(c, s, u)| Step::UpdateColumn(c, s, u)),
+        (0usize..4).prop_map(Step::Drop),
     ]
 }
 
 const COLUMNS: [&str; 4] = ["id", "k", "s", "x"];
 const KINDS: [IndexKind; 3] = [IndexKind::BTREE, IndexKind::BITMAP, IndexKind::ZONEMAP];
 
+/// 1,000 random rows (ids 0..1000) and two random indexes, so most
+/// predicates have one to use.
+async fn start(seed: u64, rng: &mut rand::rngs::StdRng, params: &WriteParams) -> Dataset {
+    let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
+    let mut ds = Dataset::write(
+        &uri,
+        &[rows(0, 1000, rng)],
+        WriteMode::Create,
+        params.clone(),
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let (c, k) = (rng.random_range(0..4), rng.random_range(0..3));
+        let name = format!("{}_{}", COLUMNS[c], KINDS[k]);
+        if !ds.manifest().indices.iter().any(|i| i.name == name) {
+            ds = fathom_index::create_index(&ds, &name, COLUMNS[c], KINDS[k])
+                .await
+                .unwrap();
+        }
+    }
+    ds
+}
+
 async fn build(seed: u64, steps: &[Step]) -> Dataset {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let uri = format!("memory://ix-{seed}-{}", rand::random::<u64>());
     let params = WriteParams {
         // One seed in four: many tiny fragments (1 to 5 rows each).
         max_rows_per_file: if seed.is_multiple_of(4) {
@@ -117,30 +154,27 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
         ..Default::default()
     };
     let mut next = 1000i64;
-    let mut ds = Dataset::write(
-        &uri,
-        &[rows(0, 1000, &mut rng)],
-        WriteMode::Create,
-        params.clone(),
-    )
-    .await
-    .unwrap();
-    // Start with two indexes, so most predicates have one to use.
-    for _ in 0..2 {
-        let (c, k) = (rng.random_range(0..4), rng.random_range(0..3));
-        let name = format!("{}_{}", COLUMNS[c], KINDS[k]);
-        if !ds.manifest().indices.iter().any(|i| i.name == name) {
-            ds = fathom_index::create_index(&ds, &name, COLUMNS[c], KINDS[k])
-                .await
-                .unwrap();
-        }
-    }
+    let mut ds = start(seed, &mut rng, &params).await;
     for s in steps {
-        ds = match s {
+        ds = apply_step(ds, s, &mut rng, &params, &mut next).await;
+    }
+    ds
+}
+
+/// Applies one mutation to `ds` (appended rows are numbered from `next`).
+async fn apply_step(
+    ds: Dataset,
+    s: &Step,
+    rng: &mut rand::rngs::StdRng,
+    params: &WriteParams,
+    next: &mut i64,
+) -> Dataset {
+    {
+        let ds = match s {
             Step::Append(n) => {
-                let b = rows(next, *n, &mut rng);
-                next += *n as i64;
-                ds.append(&[b], &params).await.unwrap()
+                let b = rows(*next, *n, rng);
+                *next += *n as i64;
+                ds.append(&[b], params).await.unwrap()
             }
             Step::Delete(seed) => {
                 let mut r = rand::rngs::StdRng::seed_from_u64(*seed);
@@ -185,7 +219,7 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     .unwrap()
                     .0
             }
-            Step::UpdateColumn(c, seed, overlay) => {
+            Step::UpdateColumn(c, seed, mode) => {
                 let mut r = rand::rngs::StdRng::seed_from_u64(*seed);
                 let live = ds
                     .scan()
@@ -206,14 +240,30 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                     .collect();
                 let col = 1 + c % 3;
                 let fresh = rows(0, addrs.len(), &mut r).project(&[col]).unwrap();
-                if *overlay {
-                    ds.update_overlay(&[COLUMNS[col]], &addrs, &fresh, None)
-                        .await
-                } else {
-                    ds.update_columns(&[COLUMNS[col]], &addrs, &fresh, None)
-                        .await
+                match mode {
+                    Update::Overlay => {
+                        ds.update_overlay(&[COLUMNS[col]], &addrs, &fresh, None)
+                            .await
+                    }
+                    Update::Columns => {
+                        ds.update_columns(&[COLUMNS[col]], &addrs, &fresh, None)
+                            .await
+                    }
+                    Update::Rows => ds.update_rows_with(&[COLUMNS[col]], &addrs, &fresh).await,
                 }
                 .unwrap()
+            }
+            Step::Drop(c) => {
+                match ds
+                    .manifest()
+                    .indices
+                    .iter()
+                    .find(|i| i.name.starts_with(COLUMNS[*c]))
+                    .map(|i| i.name.clone())
+                {
+                    Some(name) => fathom_index::drop_index(&ds, &name).await.unwrap(),
+                    None => ds,
+                }
             }
         };
         if std::env::var("FATHOM_DEBUG_STEPS").is_ok() {
@@ -228,8 +278,8 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
                 eprintln!("  {} {:?} {:?}", i.name, i.uuid, i.fragment_bitmap);
             }
         }
+        ds
     }
-    ds
 }
 
 proptest! {
@@ -264,6 +314,15 @@ fn check(seed: u64, steps: Vec<Step>, preds: Vec<String>) {
         .unwrap();
     rt.block_on(async {
         let ds = build(seed, &steps).await;
+        verify(ds, &preds, &format!("{steps:?}"), true).await;
+    });
+}
+
+/// Every predicate in `preds` over `ds` (through its indexes) against the
+/// same rows in a MemTable: the rows, `count(*)`, and, when `thorough`,
+/// `count_rows`, a LIMIT and grouped counts. `after` names the history.
+async fn verify(ds: Dataset, preds: &[String], after: &str, thorough: bool) {
+    {
         let live = ds.scan().collect().await.unwrap();
         let config = SessionConfig::new()
             .with_target_partitions(2)
@@ -308,13 +367,20 @@ fn check(seed: u64, steps: Vec<Step>, preds: Vec<String>) {
             }
             let got = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} ORDER BY id")).await;
             let want = ids(&ctx, &format!("SELECT id FROM m WHERE {pred} ORDER BY id")).await;
-            assert_eq!(got, want, "WHERE {pred} after {steps:?}");
+            assert_eq!(got, want, "WHERE {pred} after {after}");
             let got = ids(
                 &ctx,
                 &format!("SELECT count(*)::BIGINT FROM t WHERE {pred}"),
             )
             .await;
-            assert_eq!(got, vec![want.len() as i64], "count(*) WHERE {pred}");
+            assert_eq!(
+                got,
+                vec![want.len() as i64],
+                "count(*) WHERE {pred} after {after}"
+            );
+            if !thorough {
+                continue;
+            }
             let counted = table.count_rows(&ctx, Some(&pred)).await.unwrap();
             assert_eq!(counted, want.len() as u64, "count_rows({pred})");
             let limited = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} LIMIT 3")).await;
@@ -334,7 +400,7 @@ fn check(seed: u64, steps: Vec<Step>, preds: Vec<String>) {
                 );
             }
         }
-        for g in ["s", "k"] {
+        for g in ["s", "k"].iter().filter(|_| thorough) {
             let q =
                 |t: &str| format!("SELECT {g}, count(1) AS n FROM {t} GROUP BY {g} ORDER BY {g}");
             assert_eq!(
@@ -344,7 +410,108 @@ fn check(seed: u64, steps: Vec<Step>, preds: Vec<String>) {
                 q("t")
             );
         }
-    });
+    }
+}
+
+/// Every row of a version (all columns, row ids), sorted, as text.
+async fn contents(ds: &Dataset) -> Vec<String> {
+    let b = ds.scan().with_row_id().collect().await.unwrap();
+    let mut out: Vec<String> = arrow_cast::pretty::pretty_format_batches(&[b])
+        .unwrap()
+        .to_string()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(String::from)
+        .collect();
+    out.sort();
+    out
+}
+
+/// The long run: mutation after mutation of every kind (appends, deletes,
+/// updates by each strategy, compactions with each index strategy, index
+/// creation, extension, rebuild and drop), with and without stable row
+/// ids, four random predicates checked after each mutation against a full
+/// scan of the same version, and a random earlier version re-read and
+/// compared with what it held when it was current.
+///
+/// `FATHOM_CHANGE_STEPS` mutations (default 2,500: 10,000 (mutation,
+/// query) steps) in 10 sequences; `FATHOM_CHANGE_SEED` varies them. The
+/// 1,000,000-step run: `FATHOM_CHANGE_STEPS=250000 cargo test --release -p
+/// fathom-datafusion --test sql -- long_run --nocapture` (README).
+#[test]
+fn long_run_of_changes_equals_full_scans() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let total = env("FATHOM_CHANGE_STEPS", 2500);
+    let seed = env("FATHOM_CHANGE_SEED", 1);
+    let sequences = 10u64.min(total.max(1));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    for q in 0..sequences {
+        let seq_seed = seed.wrapping_mul(1_000_003).wrapping_add(q);
+        let steps = total / sequences + u64::from(q < total % sequences);
+        rt.block_on(async {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seq_seed);
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seq_seed.to_le_bytes());
+            let mut runner = TestRunner::new_with_rng(
+                Config::default(),
+                TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
+            );
+            let params = WriteParams {
+                max_rows_per_file: if q % 3 == 0 { 40 } else { 300 },
+                enable_stable_row_ids: q % 2 == 1,
+                ..Default::default()
+            };
+            let mut next = 1000i64;
+            let mut ds = start(seq_seed, &mut rng, &params).await;
+            let mut history = vec![(ds.version(), contents(&ds).await)];
+            let mut recent: Vec<Step> = vec![];
+            for i in 0..steps {
+                let mut step = step().new_tree(&mut runner).unwrap().current();
+                // Keep the table near its starting size: appends of at
+                // most 200 rows against deletes of a tenth.
+                if let Step::Append(n) = &mut step {
+                    *n = 1 + *n % 200;
+                }
+                ds = apply_step(ds, &step, &mut rng, &params, &mut next).await;
+                recent.push(step);
+                if recent.len() > 12 {
+                    recent.remove(0);
+                }
+                let preds: Vec<String> = (0..4)
+                    .map(|_| predicate().new_tree(&mut runner).unwrap().current())
+                    .collect();
+                let after =
+                    format!("step {i} of sequence {q} (seed {seq_seed}), the last ones {recent:?}");
+                verify(ds.clone(), &preds, &after, false).await;
+                history.push((ds.version(), contents(&ds).await));
+                let (v, want) = &history[rng.random_range(0..history.len())];
+                let old = ds.checkout(*v).await.unwrap();
+                assert_eq!(
+                    &contents(&old).await,
+                    want,
+                    "version {v} re-read after {after}"
+                );
+            }
+        });
+    }
+    eprintln!(
+        "long run: {total} mutations, {} queries checked, in {:.1} s",
+        total * 4,
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// `OPTIMIZE` from SQL: what it did, the rows unchanged, the index used
