@@ -381,7 +381,7 @@ async fn verify(ds: Dataset, preds: &[String], after: &str, thorough: bool) {
             if !thorough {
                 continue;
             }
-            let counted = table.count_rows(&ctx, Some(&pred)).await.unwrap();
+            let counted = table.count_rows(&ctx, Some(pred)).await.unwrap();
             assert_eq!(counted, want.len() as u64, "count_rows({pred})");
             let limited = ids(&ctx, &format!("SELECT id FROM t WHERE {pred} LIMIT 3")).await;
             assert_eq!(limited.len(), want.len().min(3));
