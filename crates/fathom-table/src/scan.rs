@@ -465,7 +465,8 @@ impl FragmentReader {
                     }
                     b
                 }
-                Rows::Take(t) => t.iter().map(|&o| o as u32).collect(),
+                Rows::Take(t) => RoaringBitmap::from_sorted_iter(t.iter().map(|&o| o as u32))
+                    .unwrap_or_else(|_| t.iter().map(|&o| o as u32).collect()),
             };
             selected.is_subset(&covered)
         };
