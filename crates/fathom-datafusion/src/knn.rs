@@ -43,7 +43,10 @@ use fathom_table::{Dataset, Manifest, ROW_ADDR, ROW_ID};
 use roaring::RoaringBitmap;
 
 use crate::exec::knn::{KnnExec, KnnSegment, KnnSpec};
-use crate::plan::{LowerContext, ScanRequest, Snapshot, lower, plan_scan, projection_of};
+use crate::plan::{
+    Branch, LowerContext, Merge, ReevalBranch, ScanPlan, ScanRequest, Snapshot, lower, plan_scan,
+    projection_of,
+};
 use crate::provider::FathomTable;
 use crate::udf::{DistanceUdf, Vectors};
 
@@ -495,6 +498,56 @@ impl TableProvider for KnnTable {
             )?)
         } else {
             None
+        };
+        // Rows an overlay changed since their segment's build: the index
+        // does not answer for them (KnnExec leaves them out of its
+        // search); they are scored by brute force on their current
+        // vectors, filters re-applied.
+        let mut overlaid = fathom_table::RowSet::new();
+        for s in &segments {
+            let mut r = fathom_table::overlay::overlaid_rows(ds.manifest(), &s.meta);
+            let f = s.fragments.clone();
+            r.retain_fragments(|x| f.contains(x.0));
+            overlaid = overlaid | r;
+        }
+        let reeval = if overlaid.is_empty() {
+            None
+        } else {
+            let snap = Snapshot {
+                manifest: ds.manifest(),
+                schema: ds.schema(),
+                table_schema: &schema,
+            };
+            let output = vec![column, addr];
+            let branch = ReevalBranch::new(
+                snap,
+                Arc::new(overlaid),
+                filters.clone(),
+                &output.iter().copied().collect(),
+            )?;
+            let plan = ScanPlan {
+                branches: vec![Branch::Reeval(branch)],
+                merge: Merge::Union,
+                output,
+                skipped: vec![],
+            };
+            Some(lower(
+                &plan,
+                &LowerContext {
+                    session: state,
+                    dataset: &ds,
+                    table_schema: &schema,
+                    cache: t.index_cache(),
+                },
+            )?)
+        };
+        let flat = match (flat, reeval) {
+            (Some(a), Some(b)) => {
+                Some(datafusion::physical_plan::union::UnionExec::try_new(vec![
+                    a, b,
+                ])?)
+            }
+            (a, b) => a.or(b),
         };
         let spec = KnnSpec {
             column,

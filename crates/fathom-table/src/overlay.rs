@@ -15,11 +15,12 @@
 //! field the segment is keyed on or carries makes the segment's answer
 //! stale for the rows it covers. Two ways out:
 //!
-//! - **row level** (scalar kinds: B-tree, bitmap, zone map, label list):
-//!   the segment keeps covering the fragment; the scan plan excludes the
-//!   [`overlaid_rows`] from the index result and re-evaluates them on the
-//!   flat path against their current values;
-//! - **whole fragment** (vector and full-text segments, and every kind
+//! - **row level** (scalar kinds: B-tree, bitmap, zone map, label list;
+//!   vector kinds): the segment keeps covering the fragment; the scan
+//!   plan excludes the [`overlaid_rows`] from the index result and
+//!   re-evaluates them on the flat path against their current values
+//!   (filters re-applied, vectors re-scored by brute force);
+//! - **whole fragment** (full-text segments, and every kind
 //!   when compaction rewrites the fragment under a fragment reuse index):
 //!   [`exclude_overlaid`] takes the fragment out of the segment's
 //!   coverage on every manifest read and every commit, so it is scanned
@@ -139,10 +140,9 @@ impl Fragment {
 /// overlay changed (see the module documentation), rather than needing
 /// the whole fragment out of the segment's coverage.
 pub fn reevaluated_by_row(meta: &IndexMetadata) -> bool {
-    meta.index_details.as_ref().is_some_and(|d| {
-        !(d.type_url.ends_with("VectorIndexDetails")
-            || d.type_url.ends_with("InvertedIndexDetails"))
-    })
+    meta.index_details
+        .as_ref()
+        .is_some_and(|d| !d.type_url.ends_with("InvertedIndexDetails"))
 }
 
 /// The fragment's overlays committed after version `since` that change

@@ -193,8 +193,8 @@ impl ExecutionPlan for FtsExec {
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut it = children.into_iter();
-        let prefilter = self.prefilter.as_ref().and(it.next());
-        let flat = self.flat.as_ref().and(it.next());
+        let prefilter = self.prefilter.as_ref().and_then(|_| it.next());
+        let flat = self.flat.as_ref().and_then(|_| it.next());
         Ok(Arc::new(FtsExec::new(
             self.dataset.clone(),
             self.spec.clone(),

@@ -199,8 +199,8 @@ impl ExecutionPlan for KnnExec {
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut it = children.into_iter();
-        let prefilter = self.prefilter.as_ref().and(it.next());
-        let flat = self.flat.as_ref().and(it.next());
+        let prefilter = self.prefilter.as_ref().and_then(|_| it.next());
+        let flat = self.flat.as_ref().and_then(|_| it.next());
         Ok(Arc::new(KnnExec::new(
             self.dataset.clone(),
             self.spec.clone(),
@@ -382,6 +382,10 @@ impl KnnRun {
                 .await
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 let frags = s.fragments.clone();
+                // Rows overlaid since the build: scored on the flat input.
+                let mut overlaid =
+                    fathom_table::overlay::overlaid_rows(self.dataset.manifest(), &s.meta);
+                overlaid.retain_fragments(|x| frags.contains(x.0));
                 // A segment built before a deferred-remap compaction names
                 // rows by their old addresses.
                 let reuse = fathom_index::segment::frag_reuse(&self.dataset, &s.meta);
@@ -394,7 +398,7 @@ impl KnnRun {
                         return false;
                     };
                     let a = RowAddress::from_u64(id);
-                    frags.contains(a.fragment().0) && allow.contains(a)
+                    frags.contains(a.fragment().0) && allow.contains(a) && !overlaid.contains(a)
                 };
                 let (hits, stats) = seg
                     .search(
@@ -410,7 +414,11 @@ impl KnnRun {
                 c.probed.add(stats.partitions_probed);
                 c.scored.add(stats.candidates_scored);
                 c.excluded.add(stats.rows_excluded);
-                candidates.extend(hits.into_iter().filter_map(|(id, _)| current(id)));
+                candidates.extend(
+                    hits.into_iter()
+                        .filter_map(|(id, _)| current(id))
+                        .filter(|a| !overlaid.contains(RowAddress::from_u64(*a))),
+                );
             }
             candidates.sort_unstable();
             candidates.dedup();

@@ -115,7 +115,7 @@ pub fn lower(plan: &ScanPlan, ctx: &LowerContext<'_>) -> Result<Arc<dyn Executio
                 ));
                 let tail = Tail {
                     exclusions: &r.exclusions,
-                    recheck: Some(&r.recheck),
+                    recheck: r.recheck.as_ref(),
                     take: &r.take,
                     limit: None,
                 };

@@ -97,8 +97,8 @@ pub struct ReevalBranch {
     pub rows: Arc<RowSet>,
     /// Deleted rows (deletions beat overlays).
     pub exclusions: Vec<ExclusionSource>,
-    /// Every filter of the scan.
-    pub recheck: Recheck,
+    /// Every filter of the scan (none: every row is kept).
+    pub recheck: Option<Recheck>,
     /// Columns the final take reads.
     pub take: BTreeSet<usize>,
 }
@@ -150,6 +150,34 @@ pub struct Recheck {
     /// Recheck on a narrow take of `columns` first, then take the output
     /// columns of the survivors only (when the output needs more).
     pub narrow: bool,
+}
+
+impl ReevalBranch {
+    /// Re-evaluation of `rows` against `filters`, outputting `output`.
+    pub fn new(
+        snap: Snapshot<'_>,
+        rows: Arc<RowSet>,
+        filters: Vec<Expr>,
+        output: &BTreeSet<usize>,
+    ) -> datafusion::error::Result<Self> {
+        let columns = columns_of_all(snap.table_schema, &filters)?;
+        let narrow = !output.is_subset(&columns);
+        Ok(ReevalBranch {
+            rows,
+            exclusions: vec![ExclusionSource::DeletedRows],
+            take: if narrow || filters.is_empty() {
+                output.clone()
+            } else {
+                columns.clone()
+            },
+            recheck: (!filters.is_empty()).then_some(Recheck {
+                filters,
+                columns,
+                residual: true,
+                narrow,
+            }),
+        })
+    }
 }
 
 /// A reason to drop an address an index returned.
@@ -235,23 +263,9 @@ pub fn plan_scan(snap: Snapshot<'_>, req: &ScanRequest) -> datafusion::error::Re
         let filters = req.filters.clone();
         branches.push(Branch::Index(b));
         if let Some(rows) = overlaid {
-            let columns = columns_of_all(snap.table_schema, &filters)?;
-            let narrow = !output.is_subset(&columns);
-            branches.push(Branch::Reeval(ReevalBranch {
-                rows,
-                exclusions: vec![ExclusionSource::DeletedRows],
-                take: if narrow {
-                    output.clone()
-                } else {
-                    columns.clone()
-                },
-                recheck: Recheck {
-                    filters,
-                    columns,
-                    residual: true,
-                    narrow,
-                },
-            }));
+            branches.push(Branch::Reeval(ReevalBranch::new(
+                snap, rows, filters, &output,
+            )?));
         }
     }
     if branches.is_empty() || flat_fragments.clone().next().is_some() {
