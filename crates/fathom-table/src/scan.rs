@@ -42,8 +42,6 @@ fn row_address(frag: u64, offset: u64) -> u64 {
 #[derive(Debug)]
 pub struct ReadCache {
     files: Mutex<LruCache<String, CachedFile>>,
-    /// Bytes of the files held in memory (see [`SMALL_FILE_BYTES`]).
-    in_memory: std::sync::atomic::AtomicU64,
     /// Keyed by (fragment id, deletion file read version, file id).
     deletions: Mutex<LruCache<(u64, u64, u64), Arc<RoaringBitmap>>>,
 }
@@ -53,18 +51,11 @@ pub struct ReadCache {
 /// metadata).
 pub const CACHE_ENTRIES: usize = 1 << 17;
 
-/// Overlay files of at most this many bytes are read whole once and then
-/// served from memory (re-evaluating overlaid rows reads them on every
-/// query), while the files held stay under [`IN_MEMORY_BUDGET`] bytes.
-pub const SMALL_FILE_BYTES: u64 = 1 << 20;
-pub const IN_MEMORY_BUDGET: u64 = 256 << 20;
-
 impl Default for ReadCache {
     fn default() -> Self {
         let n = NonZeroUsize::new(CACHE_ENTRIES).unwrap();
         ReadCache {
             files: Mutex::new(LruCache::new(n)),
-            in_memory: Default::default(),
             deletions: Mutex::new(LruCache::new(n)),
         }
     }
@@ -76,8 +67,6 @@ impl Default for ReadCache {
 pub(crate) struct CachedFile {
     pub reader: FileReader,
     pub by_id: Arc<HashMap<i32, usize>>,
-    /// Bytes held in memory (0: read from the store).
-    in_memory: u64,
 }
 
 impl ReadCache {
@@ -87,56 +76,12 @@ impl ReadCache {
         path: Path,
         size: u64,
     ) -> Result<CachedFile> {
-        self.open(store, path, size, false).await
-    }
-
-    /// As [`ReadCache::file`]; a small file (known size) is read whole
-    /// and held in memory while the budget allows.
-    pub(crate) async fn small_file(
-        &self,
-        store: &Arc<dyn ObjectStore>,
-        path: Path,
-        size: u64,
-    ) -> Result<CachedFile> {
-        self.open(store, path, size, true).await
-    }
-
-    async fn open(
-        &self,
-        store: &Arc<dyn ObjectStore>,
-        path: Path,
-        size: u64,
-        preload: bool,
-    ) -> Result<CachedFile> {
-        use object_store::ObjectStoreExt;
-        use std::sync::atomic::Ordering;
         let key = path.to_string();
         if let Some(r) = self.files.lock().unwrap().get(&key) {
             return Ok(r.clone());
         }
-        let hold = preload
-            && size > 0
-            && size <= SMALL_FILE_BYTES
-            && self.in_memory.load(Ordering::Relaxed) + size <= IN_MEMORY_BUDGET;
-        let (source, in_memory): (Arc<dyn ObjectStore>, u64) = if hold {
-            let bytes = store
-                .get(&path)
-                .await
-                .map_err(Error::io(store.as_ref(), &path))?
-                .bytes()
-                .await
-                .map_err(Error::io(store.as_ref(), &path))?;
-            let mem = object_store::memory::InMemory::new();
-            let n = bytes.len() as u64;
-            mem.put(&path, bytes.into())
-                .await
-                .map_err(Error::io(store.as_ref(), &path))?;
-            (Arc::new(mem), n)
-        } else {
-            (store.clone(), 0)
-        };
         let reader = FileReader::open(
-            source,
+            store.clone(),
             path,
             (size > 0).then_some(size),
             FileReaderOptions::default(),
@@ -152,12 +97,8 @@ impl ReadCache {
         let file = CachedFile {
             reader,
             by_id: Arc::new(by_id),
-            in_memory,
         };
-        self.in_memory.fetch_add(in_memory, Ordering::Relaxed);
-        if let Some((_, gone)) = self.files.lock().unwrap().push(key, file.clone()) {
-            self.in_memory.fetch_sub(gone.in_memory, Ordering::Relaxed);
-        }
+        self.files.lock().unwrap().put(key, file.clone());
         Ok(file)
     }
 
@@ -343,9 +284,7 @@ impl FragmentReader {
                     ),
                 });
             }
-            let CachedFile {
-                reader, mut by_id, ..
-            } = cache
+            let CachedFile { reader, mut by_id } = cache
                 .file(store, data_file_path(root, &f.path), f.file_size_bytes)
                 .await?;
             if f.fields.contains(&-2) {
@@ -390,8 +329,8 @@ impl FragmentReader {
                         ),
                     });
                 }
-                let CachedFile { reader, by_id, .. } = cache
-                    .small_file(
+                let CachedFile { reader, by_id } = cache
+                    .file(
                         store,
                         data_file_path(root, &o.file.path),
                         o.file.file_size_bytes,
