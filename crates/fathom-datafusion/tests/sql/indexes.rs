@@ -161,6 +161,15 @@ async fn build(seed: u64, steps: &[Step]) -> Dataset {
     ds
 }
 
+/// The name of the first index on column `c`, if any.
+fn index_on(ds: &Dataset, c: usize) -> Option<String> {
+    ds.manifest()
+        .indices
+        .iter()
+        .find(|i| i.name.starts_with(COLUMNS[c]))
+        .map(|i| i.name.clone())
+}
+
 /// Applies one mutation to `ds` (appended rows are numbered from `next`).
 async fn apply_step(
     ds: Dataset,
@@ -196,18 +205,10 @@ async fn apply_step(
                         .unwrap()
                 }
             }
-            Step::Extend(c) => {
-                match ds
-                    .manifest()
-                    .indices
-                    .iter()
-                    .find(|i| i.name.starts_with(COLUMNS[*c]))
-                    .map(|i| i.name.clone())
-                {
-                    Some(name) => fathom_index::extend_index(&ds, &name).await.unwrap(),
-                    None => ds,
-                }
-            }
+            Step::Extend(c) => match index_on(&ds, *c) {
+                Some(name) => fathom_index::extend_index(&ds, &name).await.unwrap(),
+                None => ds,
+            },
             Step::Compact(target, reindex, defer) => {
                 let opts = fathom_table::CompactionOptions {
                     target_rows_per_fragment: *target,
@@ -253,18 +254,10 @@ async fn apply_step(
                 }
                 .unwrap()
             }
-            Step::Drop(c) => {
-                match ds
-                    .manifest()
-                    .indices
-                    .iter()
-                    .find(|i| i.name.starts_with(COLUMNS[*c]))
-                    .map(|i| i.name.clone())
-                {
-                    Some(name) => fathom_index::drop_index(&ds, &name).await.unwrap(),
-                    None => ds,
-                }
-            }
+            Step::Drop(c) => match index_on(&ds, *c) {
+                Some(name) => fathom_index::drop_index(&ds, &name).await.unwrap(),
+                None => ds,
+            },
         };
         if std::env::var("FATHOM_DEBUG_STEPS").is_ok() {
             eprintln!(

@@ -417,3 +417,60 @@ async fn clear_errors() {
     .await;
     assert!(plan.contains("exact (brute force)"), "{plan}");
 }
+
+/// Found with the overlay work: rebuilding a vector search node with its
+/// own children (as optimizer rules do) dropped its brute-force input
+/// when it had no prefilter, losing the unindexed fragments' rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuilt_search_keeps_its_brute_force_input() {
+    use datafusion::physical_plan::ExecutionPlan;
+    use datafusion::physical_plan::execution_plan::{
+        ChildrenPropertiesMode, ReplaceChildrenOptions,
+    };
+    fn find(p: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        if p.name() == "KnnExec" {
+            return Some(p.clone());
+        }
+        p.children().into_iter().find_map(find)
+    }
+    let (_dir, ctx) = setup(600, 300).await;
+    run_sql(
+        &ctx,
+        "CREATE INDEX emb_idx ON t USING IVF_FLAT (emb) WITH (num_partitions = 2)",
+    )
+    .await
+    .unwrap();
+    // An appended, unindexed fragment: brute-forced, no prefilter.
+    run_sql(
+        &ctx,
+        "INSERT INTO t SELECT id + 10000, cat, emb FROM t WHERE id < 10",
+    )
+    .await
+    .unwrap();
+    let sql = format!(
+        "SELECT id, l2_distance(emb, {}) AS d FROM t ORDER BY d LIMIT 3",
+        vec_literal(&[0.0; DIM])
+    );
+    let plan = ctx
+        .sql(&sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let knn = find(&plan).expect("a KnnExec");
+    let children: Vec<_> = knn.children().into_iter().cloned().collect();
+    assert_eq!(children.len(), 1, "the brute-force input");
+    let rebuilt = knn
+        .clone()
+        .replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+        .unwrap();
+    assert_eq!(
+        rebuilt.children().len(),
+        1,
+        "rebuilt without its brute-force input"
+    );
+}
