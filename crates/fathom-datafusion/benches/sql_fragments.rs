@@ -133,20 +133,25 @@ async fn main() {
             }
         })
         .await;
-        // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it 100
-        // times at each fragment count (e.g. under `perf record`).
+        // Profiling aid: FATHOM_BENCH_LOOP="<sql over t>" runs it
+        // FATHOM_BENCH_LOOP_RUNS times (100) at each fragment count
+        // (e.g. under `perf record`).
         if let Ok(sql) = std::env::var("FATHOM_BENCH_LOOP") {
             let ctx = common::session();
             let ds = Dataset::open(&uri).await.unwrap();
             ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
                 .unwrap();
+            let runs: usize = std::env::var("FATHOM_BENCH_LOOP_RUNS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(100);
             let t = Instant::now();
-            for _ in 0..100 {
+            for _ in 0..runs {
                 common::run(&ctx, &sql).await;
             }
             println!(
                 "{n} fragments, {sql}: {:.3} ms per run",
-                t.elapsed().as_secs_f64() * 10.0
+                t.elapsed().as_secs_f64() * 1e3 / runs as f64
             );
             let (a, b, c) = common::phases(&ctx, &sql, 50).await;
             println!("  phases: sql {a:.3} ms, physical plan {b:.3} ms, execution {c:.3} ms");

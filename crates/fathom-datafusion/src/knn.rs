@@ -303,8 +303,10 @@ pub(crate) fn inner_scan(
         zone_pruning: t.options().zone_pruning,
         whole_fragment_overlays: whole_fragment_overlays(state)?,
     };
+    let facts = fathom_table::ManifestFacts::of(&manifest);
     let snap = Snapshot {
         manifest: &manifest,
+        facts: &facts,
         schema: ds.schema(),
         table_schema: schema,
     };
@@ -505,7 +507,7 @@ impl TableProvider for KnnTable {
         // vectors, filters re-applied.
         let mut overlaid = fathom_table::RowSet::new();
         for s in &segments {
-            let mut r = fathom_table::overlay::overlaid_rows(ds.manifest(), &s.meta);
+            let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
             let f = s.fragments.clone();
             r.retain_fragments(|x| f.contains(x.0));
             overlaid = overlaid | r;
@@ -515,6 +517,7 @@ impl TableProvider for KnnTable {
         } else {
             let snap = Snapshot {
                 manifest: ds.manifest(),
+                facts: ds.facts(),
                 schema: ds.schema(),
                 table_schema: &schema,
             };

@@ -224,6 +224,7 @@ impl FathomTable {
         };
         let snapshot = Snapshot {
             manifest: ds.manifest(),
+            facts: ds.facts(),
             schema: ds.schema(),
             table_schema: &self.schema,
         };

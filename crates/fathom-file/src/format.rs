@@ -30,6 +30,12 @@ pub const PAGE_LAYOUT_URL: &str = "/lance.encodings21.PageLayout";
 pub const COLUMN_ENCODING_URL: &str = "/lance.encodings.ColumnEncoding";
 /// Bytes read from the end of a file on open when its size is unknown or large.
 pub const TAIL_READ: u64 = 64 * 1024;
+/// A file of at most this many bytes is read whole on open (the tail read
+/// covers it) and kept with the open reader: its pages are then read from
+/// memory, with no request to the store. Tables of many tiny fragments
+/// (frequent small commits) are made of such files; the bytes kept are at
+/// most a few times the reader's own metadata.
+pub const KEEP_WHOLE_MAX: u64 = 16 * 1024;
 
 /// The decoded footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

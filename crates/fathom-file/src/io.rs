@@ -44,6 +44,9 @@ pub struct FileIo {
     pub(crate) size: u64,
     pub(crate) coalesce_gap: u64,
     pub(crate) stats: Arc<IoStats>,
+    /// The whole file, when the reader keeps it (small files): reads are
+    /// slices of it, not requests.
+    pub(crate) resident: Option<Bytes>,
 }
 
 impl FileIo {
@@ -87,6 +90,13 @@ impl FileIo {
     }
 
     async fn fetch(&self, merged: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if let Some(all) = &self.resident {
+            // Ranges were checked against the file's size.
+            return Ok(merged
+                .iter()
+                .map(|r| all.slice(r.start as usize..r.end as usize))
+                .collect());
+        }
         let fetched = self
             .store
             .get_ranges(&self.path, merged)
@@ -193,6 +203,7 @@ mod tests {
             size: data.len() as u64,
             coalesce_gap: DEFAULT_COALESCE_GAP,
             stats: Default::default(),
+            resident: None,
         };
         let cases: [&[Range<u64>]; 3] = [
             &[0..8, 16..24, 50_000..50_008, 99_992..100_000],

@@ -18,7 +18,7 @@ use crate::address::RowAddress;
 use crate::commit::{CommitTarget, commit};
 use crate::deletion::write_deletions;
 use crate::error::{Error, Result};
-use crate::format::{Fragment, Manifest, flags};
+use crate::format::{Fragment, Manifest, ManifestFacts, flags};
 use crate::manifest_io::read_manifest;
 use crate::naming::{ManifestNaming, manifest_path};
 use crate::scan::{FragmentReader, ReadCache};
@@ -42,6 +42,8 @@ pub struct Dataset {
     /// Fragment id -> position in the manifest, built once per version
     /// and shared by every clone (and so by every node of a plan).
     fragment_positions: Arc<OnceLock<HashMap<u64, usize>>>,
+    /// Facts of the manifest's fragments, found once per version.
+    facts: Arc<OnceLock<ManifestFacts>>,
     /// Field ids of the schema's fields, in order.
     field_ids: Arc<[i32]>,
 }
@@ -185,6 +187,7 @@ impl Dataset {
             cache,
             row_id_index: Arc::new(OnceLock::new()),
             fragment_positions: Arc::new(OnceLock::new()),
+            facts: Arc::new(OnceLock::new()),
             field_ids: manifest.schema.fields.iter().map(|f| f.id).collect(),
             manifest: Arc::new(manifest),
         })
@@ -593,9 +596,18 @@ impl Dataset {
         });
         positions.get(&id).map(|&i| &self.manifest.fragments[i])
     }
+    /// The version's fragment ids, overlaid fragments and live rows,
+    /// found in one walk of the manifest and kept with the version.
+    pub fn facts(&self) -> &ManifestFacts {
+        self.facts.get_or_init(|| ManifestFacts::of(&self.manifest))
+    }
+    /// The version's fragments that have data overlays.
+    pub fn overlaid(&self) -> impl Iterator<Item = &Fragment> {
+        self.facts().overlaid(&self.manifest)
+    }
     /// Exact row count from metadata alone.
     pub fn count_rows(&self) -> u64 {
-        self.manifest.num_rows()
+        self.facts().live_rows
     }
 
     /// A scan builder over this version.

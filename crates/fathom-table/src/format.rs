@@ -346,6 +346,60 @@ pub struct Manifest {
     pub frag_reuse: Option<std::sync::Arc<crate::frag_reuse::FragReuse>>,
 }
 
+/// What queries ask of a version's fragments again and again, found in
+/// one walk of them: [`crate::Dataset::facts`] keeps it per version (shared
+/// by every clone of the dataset, so by every node of a plan and every
+/// query while the version is current), so planning costs no walk of
+/// 100,000 fragments per query.
+#[derive(Debug, Default)]
+pub struct ManifestFacts {
+    /// The fragments' ids (as Lance row addresses hold them: 32 bits).
+    pub ids: RoaringBitmap,
+    /// Positions in `fragments` of those with data overlays.
+    with_overlays: Vec<usize>,
+    /// Rows not deleted.
+    pub live_rows: u64,
+}
+
+impl ManifestFacts {
+    pub fn of(m: &Manifest) -> Self {
+        let mut ids = RoaringBitmap::new();
+        // Fragments are usually numbered 0, 1, 2, ...: insert runs.
+        let mut run: Option<(u32, u32)> = None;
+        let mut with_overlays = vec![];
+        let mut live_rows = 0;
+        for (i, f) in m.fragments.iter().enumerate() {
+            let id = f.id as u32;
+            run = match run {
+                Some((s, e)) if e.checked_add(1) == Some(id) => Some((s, id)),
+                Some((s, e)) => {
+                    ids.insert_range(s..=e);
+                    Some((id, id))
+                }
+                None => Some((id, id)),
+            };
+            if f.has_overlays() {
+                with_overlays.push(i);
+            }
+            live_rows += f.num_rows();
+        }
+        if let Some((s, e)) = run {
+            ids.insert_range(s..=e);
+        }
+        ManifestFacts {
+            ids,
+            with_overlays,
+            live_rows,
+        }
+    }
+
+    /// The fragments of `m` (the manifest these facts are of) that have
+    /// data overlays.
+    pub fn overlaid<'a>(&'a self, m: &'a Manifest) -> impl Iterator<Item = &'a Fragment> + 'a {
+        self.with_overlays.iter().map(|&i| &m.fragments[i])
+    }
+}
+
 impl Manifest {
     /// Rows not deleted, from metadata alone.
     pub fn num_rows(&self) -> u64 {

@@ -44,7 +44,7 @@ pub use cleanup::{CleanupPolicy, CleanupStats};
 pub use compact::{CompactionMetrics, CompactionOptions, CompactionPlan, plan_compaction};
 pub use dataset::{Dataset, WriteMode};
 pub use error::{Error, Result};
-pub use format::{DataFile, DeletionFile, Fragment, IndexMetadata, Manifest};
+pub use format::{DataFile, DeletionFile, Fragment, IndexMetadata, Manifest, ManifestFacts};
 pub use scan::{Projection, ROW_ADDR, ROW_ID};
 pub use scanner::Scanner;
 pub use snapshot::DatasetSnapshot;

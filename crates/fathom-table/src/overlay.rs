@@ -170,13 +170,18 @@ fn segment_fields(meta: &IndexMetadata) -> Vec<i32> {
 /// The rows of fragments `meta` covers whose value of a field it is keyed
 /// on or carries an overlay changed after the segment was built: its
 /// answer for them is stale (deleted rows included; callers drop those).
-pub fn overlaid_rows(m: &Manifest, meta: &IndexMetadata) -> RowSet {
+/// `overlaid` are the version's fragments with overlays
+/// ([`crate::ManifestFacts::overlaid`]; any superset will do).
+pub fn overlaid_rows<'a>(
+    overlaid: impl IntoIterator<Item = &'a Fragment>,
+    meta: &IndexMetadata,
+) -> RowSet {
     let mut out = RowSet::new();
     let Some(covered) = meta.fragment_bitmap.as_ref() else {
         return out;
     };
     let fields = segment_fields(meta);
-    for f in m.fragments.iter().filter(|f| f.has_overlays()) {
+    for f in overlaid.into_iter().filter(|f| f.has_overlays()) {
         let Ok(id) = u32::try_from(f.id) else {
             continue;
         };

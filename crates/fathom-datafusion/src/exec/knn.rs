@@ -384,7 +384,7 @@ impl KnnRun {
                 let frags = s.fragments.clone();
                 // Rows overlaid since the build: scored on the flat input.
                 let mut overlaid =
-                    fathom_table::overlay::overlaid_rows(self.dataset.manifest(), &s.meta);
+                    fathom_table::overlay::overlaid_rows(self.dataset.overlaid(), &s.meta);
                 overlaid.retain_fragments(|x| frags.contains(x.0));
                 // A segment built before a deferred-remap compaction names
                 // rows by their old addresses.

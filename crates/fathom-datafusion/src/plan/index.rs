@@ -128,7 +128,7 @@ pub(super) fn plan_index_branch(
     };
     let mut names = vec![];
     expr.indexes(&mut names);
-    let mut covered = fragment_ids(snap.manifest);
+    let mut covered = snap.facts.ids.clone();
     for n in &names {
         covered &= chosen.coverage.get(n).cloned().unwrap_or_default();
     }
@@ -140,7 +140,8 @@ pub(super) fn plan_index_branch(
     // Rows whose indexed values an overlay changed since a segment's build.
     let mut overlaid = RowSet::new();
     for s in used.clone() {
-        overlaid = overlaid | fathom_table::overlay::overlaid_rows(snap.manifest, s);
+        overlaid =
+            overlaid | fathom_table::overlay::overlaid_rows(snap.facts.overlaid(snap.manifest), s);
     }
     overlaid.retain_fragments(|f| covered.contains(f.0));
     if req.whole_fragment_overlays {
@@ -193,24 +194,3 @@ pub(super) fn plan_index_branch(
     }))
 }
 
-/// The ids of a version's fragments as a set, inserted as runs of
-/// consecutive ids (fragments are usually numbered 0, 1, 2, ...).
-pub(super) fn fragment_ids(m: &fathom_table::Manifest) -> RoaringBitmap {
-    let mut out = RoaringBitmap::new();
-    let mut run: Option<(u32, u32)> = None;
-    for f in &m.fragments {
-        let id = f.id as u32;
-        run = match run {
-            Some((s, e)) if e.checked_add(1) == Some(id) => Some((s, id)),
-            Some((s, e)) => {
-                out.insert_range(s..=e);
-                Some((id, id))
-            }
-            None => Some((id, id)),
-        };
-    }
-    if let Some((s, e)) = run {
-        out.insert_range(s..=e);
-    }
-    out
-}

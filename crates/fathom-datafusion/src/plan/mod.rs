@@ -26,7 +26,7 @@ use arrow_schema::Schema;
 use datafusion::logical_expr::Expr;
 use fathom_index::Exactness;
 use fathom_index::segment::Unusable;
-use fathom_table::{Manifest, RowSet};
+use fathom_table::{Manifest, ManifestFacts, RowSet};
 use roaring::RoaringBitmap;
 
 pub use flat::{FlatPartitions, MIN_ROWS_PER_PARTITION, ScanUnit, plan_flat};
@@ -39,6 +39,9 @@ use crate::index_expr::IndexExpr;
 #[derive(Debug, Clone, Copy)]
 pub struct Snapshot<'a> {
     pub manifest: &'a Manifest,
+    /// Facts of `manifest`'s fragments (cached per version by
+    /// `Dataset::facts`).
+    pub facts: &'a ManifestFacts,
     /// The dataset's columns.
     pub schema: &'a Schema,
     /// The table's columns: the dataset's, then the virtual ones exposed.

@@ -97,6 +97,7 @@ fn plan(m: &Manifest, schema: &Schema, table: &Schema, req: &ScanRequest) -> Sca
     plan_scan(
         Snapshot {
             manifest: m,
+            facts: &fathom_table::ManifestFacts::of(m),
             schema,
             table_schema: table,
         },

@@ -33,7 +33,7 @@ use crate::encoding::decode::{
     fixed_ranges, interpret_offsets, offset_runs, sel_len,
 };
 use crate::error::{Error, Result};
-use crate::format::{FOOTER_LEN, Footer, TAIL_READ};
+use crate::format::{FOOTER_LEN, Footer, KEEP_WHOLE_MAX, TAIL_READ};
 use crate::io::{DEFAULT_COALESCE_GAP, FileIo, IoStats};
 use crate::pb::file as pbf;
 use crate::pb::file::v2 as pb2;
@@ -196,6 +196,7 @@ impl FileReader {
             size,
             coalesce_gap: opts.coalesce_gap,
             stats: Arc::new(IoStats::default()),
+            resident: None,
         };
         if size < FOOTER_LEN as u64 {
             return Err(Error::corrupt(
@@ -379,6 +380,11 @@ impl FileReader {
                 data_bytes,
             });
         }
+        // A small file was read whole: keep it (see KEEP_WHOLE_MAX).
+        let io = FileIo {
+            resident: (region_start == 0 && size <= KEEP_WHOLE_MAX).then(|| region.clone()),
+            ..io
+        };
         let inner = Inner {
             io,
             schema,
