@@ -26,6 +26,7 @@ pub mod stats;
 pub mod writer;
 
 pub use error::{Error, Result};
+pub use format::KEEP_WHOLE_MAX;
 pub use reader::{FileReader, FileReaderOptions};
 pub use schema::{LanceField, LanceSchema};
 pub use writer::{FileVersion, FileWriter, FileWriterOptions, WrittenFile};

@@ -193,4 +193,3 @@ pub(super) fn plan_index_branch(
         take,
     }))
 }
-

@@ -54,6 +54,10 @@ pub struct FileReaderOptions {
     pub coalesce_gap: u64,
     /// Bytes a scan reads per step (default 2 MiB).
     pub scan_chunk_bytes: u64,
+    /// A file of at most this many bytes is kept whole with the open
+    /// reader and its pages read from memory (default
+    /// [`KEEP_WHOLE_MAX`], 16 KiB; 0 keeps none).
+    pub keep_whole_max: u64,
 }
 
 impl Default for FileReaderOptions {
@@ -61,6 +65,7 @@ impl Default for FileReaderOptions {
         Self {
             coalesce_gap: DEFAULT_COALESCE_GAP,
             scan_chunk_bytes: 2 * 1024 * 1024,
+            keep_whole_max: KEEP_WHOLE_MAX,
         }
     }
 }
@@ -382,7 +387,7 @@ impl FileReader {
         }
         // A small file was read whole: keep it (see KEEP_WHOLE_MAX).
         let io = FileIo {
-            resident: (region_start == 0 && size <= KEEP_WHOLE_MAX).then(|| region.clone()),
+            resident: (region_start == 0 && size <= opts.keep_whole_max).then(|| region.clone()),
             ..io
         };
         let inner = Inner {

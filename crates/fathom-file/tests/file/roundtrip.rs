@@ -266,6 +266,62 @@ fn take_reads_only_what_it_needs() {
     });
 }
 
+/// A small file is kept whole by its reader: reads after opening make no
+/// request, and give what a reader that keeps nothing reads from the store.
+#[test]
+fn small_files_are_read_from_memory() {
+    runtime().block_on(async {
+        use arrow_array::{Int64Array, StringArray};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let ids = Int64Array::from_iter_values(0..300);
+        let s = StringArray::from_iter((0..300).map(|i| (i % 7 != 0).then(|| format!("v{i}"))));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(ids), Arc::new(s)]).unwrap();
+        let store = memory();
+        let written = write_file(
+            &store,
+            "small.lance",
+            std::slice::from_ref(&batch),
+            Default::default(),
+        )
+        .await;
+        assert!(written.size_bytes <= fathom_file::KEEP_WHOLE_MAX);
+        let open_with = |keep_whole_max| {
+            fathom_file::FileReader::open(
+                store.clone(),
+                "small.lance".into(),
+                Some(written.size_bytes),
+                fathom_file::FileReaderOptions {
+                    keep_whole_max,
+                    ..Default::default()
+                },
+            )
+        };
+        let kept = open_with(fathom_file::KEEP_WHOLE_MAX).await.unwrap();
+        let fetched = open_with(0).await.unwrap();
+        let idx = [0u64, 7, 8, 150, 299];
+        let (k0, f0) = (kept.io_stats(), fetched.io_stats());
+        let a = kept.take(&idx, None).await.unwrap();
+        let b = fetched.take(&idx, None).await.unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            arrow_select::take::take_record_batch(
+                &batch,
+                &arrow_array::UInt64Array::from(idx.to_vec())
+            )
+            .unwrap()
+        );
+        assert_eq!(kept.io_stats(), k0, "a kept file makes no request");
+        assert!(
+            fetched.io_stats().0 > f0.0,
+            "a file not kept is read from the store"
+        );
+    });
+}
+
 #[test]
 fn global_buffers_and_metadata() {
     runtime().block_on(async {
