@@ -82,6 +82,15 @@ def tables():
         "f": nulls(pa.array(rng.random(m))),
     }
     yield "wide", pa.table(wide), 1 << 20
+    # One empty list early on: the layer is "emptyable" on every page, and
+    # a page without an empty list packs its all-zero definition levels
+    # into 0 bits (flat values of width 0, as pylance's HNSW graphs hold).
+    k = 20000
+    lens = rng.integers(1, 20, k)
+    lens[3] = 0
+    item = pa.field("item", pa.uint32(), nullable=False)
+    lists = pa.array([list(rng.integers(0, 1000, int(j)).astype("uint32")) for j in lens], pa.list_(item))
+    yield "rare_empty_lists", pa.table({"l": lists}, schema=pa.schema([pa.field("l", lists.type, nullable=False)])), None
 
 
 def write(d, version="2.0"):

@@ -199,6 +199,27 @@ async fn main() {
         )
         .await;
         record(n, t, o, 1);
+        // Profiling aid: FATHOM_BENCH_LOOP="<mode>|<sql over t>" runs the
+        // query 3,000 times after that mode's update and exits.
+        if let Some((m, sql)) = std::env::var("FATHOM_BENCH_LOOP").ok().and_then(|v| {
+            v.split_once('|')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        }) && m == *mode
+        {
+            for b in run_sql(&ctx, &format!("EXPLAIN ANALYZE {sql}"))
+                .await
+                .unwrap()
+            {
+                let text = datafusion::arrow::util::pretty::pretty_format_batches(&b.1).unwrap();
+                println!("{text}");
+            }
+            let t = Instant::now();
+            for _ in 0..3000 {
+                common::run(&ctx, &sql).await;
+            }
+            println!("{sql}: {:.3} ms per run", t.elapsed().as_secs_f64() / 3.0);
+            return;
+        }
         let t0 = Instant::now();
         run_sql(
             &ctx,

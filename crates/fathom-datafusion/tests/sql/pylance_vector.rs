@@ -212,10 +212,10 @@ async fn we_search_pylance_vector_indexes() {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap().to_string();
-    // Format 2.0: pylance's index files then are 2.0 too. (Its 2.2 HNSW
-    // graph files can hold a mini-block value compression of 0-bit flat
-    // values, which the 2.1+ reader refuses: issue 14.)
-    py(&py_, &["write", &d, "4000", &DIM.to_string(), "2.0"], None);
+    // pylance's default format (2.2): its index files are 2.2 too, and
+    // its HNSW graph files can pack all-zero definition levels into 0
+    // bits.
+    py(&py_, &["write", &d, "4000", &DIM.to_string()], None);
     let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
     let qs = queries(6, 12);
     for (kind, metric) in CASES {

@@ -178,17 +178,31 @@ impl Comp {
             },
             C::Constant(c) => Comp::Constant(c.value.clone().map(Bytes::from)),
             C::OutOfLineBitpacking(o) => {
-                let packed_bits = match child(&o.values, "values")?.as_ref() {
-                    Comp::Flat {
-                        bits,
-                        general: None,
-                    } => *bits,
-                    _ => {
-                        return Err(Error::unsupported(
-                            path,
-                            "out-of-line bit-packing over anything but flat values",
-                        ));
-                    }
+                // Values that are all zero pack into 0 bits: Lance writes
+                // them as flat values of width 0 with no bytes (pylance 14
+                // does so for the definition levels of a list page without
+                // empty lists). Flat values of width 0 mean nothing alone.
+                let zero_width = matches!(
+                    o.values.as_deref().and_then(|v| v.compression.as_ref()),
+                    Some(C::Flat(pb::Flat {
+                        bits_per_value: 0,
+                        data: None,
+                    }))
+                );
+                let packed_bits = match zero_width {
+                    true => 0,
+                    false => match child(&o.values, "values")?.as_ref() {
+                        Comp::Flat {
+                            bits,
+                            general: None,
+                        } => *bits,
+                        _ => {
+                            return Err(Error::unsupported(
+                                path,
+                                "out-of-line bit-packing over anything but flat values",
+                            ));
+                        }
+                    },
                 };
                 let word_bits = o.uncompressed_bits_per_value;
                 if !matches!(word_bits, 8 | 16 | 32 | 64) || packed_bits > word_bits {
