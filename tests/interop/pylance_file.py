@@ -90,6 +90,16 @@ def tables():
     lens[3] = 0
     item = pa.field("item", pa.uint32(), nullable=False)
     lists = pa.array([list(rng.integers(0, 1000, int(j)).astype("uint32")) for j in lens], pa.list_(item))
+    # Rows longer than a mini-block chunk (lists of thousands of items among
+    # short, empty and null ones): rows span chunks, whole chunks are the
+    # middle of one row, and a take must follow the repetition index.
+    k = 3000
+    lens = rng.integers(0, 30, k)
+    lens[::41] = rng.integers(2000, 9000, len(lens[::41]))
+    longs = nulls(pa.array([list(rng.integers(0, 1 << 40, int(j))) for j in lens], pa.list_(pa.int64())), 0.1)
+    words_l = nulls(pa.array([[words[int(x) % 5] for x in rng.integers(0, 5, int(j) // 4)] for j in lens],
+                             pa.list_(pa.string())), 0.1)
+    yield "long_lists", pa.table({"l": longs, "ls": words_l}), None
     yield "rare_empty_lists", pa.table({"l": lists}, schema=pa.schema([pa.field("l", lists.type, nullable=False)])), None
 
 

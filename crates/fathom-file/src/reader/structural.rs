@@ -422,7 +422,10 @@ fn row_entries(
         .filter(|(_, r)| **r == max_rep)
         .map(|(i, _)| i)
         .collect();
-    if starts.len() as u64 != rows || starts.first().is_some_and(|s| *s != 0) {
+    if starts.first().is_some_and(|s| *s != 0) {
+        return Err(ctx.corrupt("repetition levels do not begin with a row"));
+    }
+    if starts.len() as u64 != rows {
         return Err(ctx.corrupt(format!(
             "repetition levels start {} rows; the page holds {rows}",
             starts.len()
@@ -433,6 +436,89 @@ fn row_entries(
         .iter()
         .map(|r| starts[r.start as usize]..starts[r.end as usize])
         .collect())
+}
+
+/// Cuts the rows `sel` out of decoded levels and values: their entries'
+/// levels and marks and their values. `rows`, when known, is the number of
+/// rows the levels must start; a leading `preamble` (the end of a row begun
+/// before the levels) is dropped first.
+#[allow(clippy::too_many_arguments)]
+fn cut_rows(
+    values: ArrayRef,
+    mut rep: Vec<u16>,
+    def: Option<Vec<u16>>,
+    layers: &[Layer],
+    max_rep: u16,
+    limit: usize,
+    rows: Option<u64>,
+    preamble: bool,
+    sel: &[Range<u64>],
+    ctx: &Ctx,
+) -> Result<(ArrayRef, Option<Vec<u16>>, Marks)> {
+    let mut marks = match def {
+        Some(d) => Some(marks_from_def(&d, layers, ctx)?),
+        None => None,
+    };
+    let mut values = values;
+    if preamble {
+        let skip = rep.iter().position(|r| *r == max_rep).unwrap_or(rep.len());
+        let skipped = match &marks {
+            Some(m) => m[..skip].iter().filter(|m| below(**m, limit)).count(),
+            None => skip,
+        };
+        if skipped > values.len() {
+            return Err(ctx.corrupt("a chunk's preamble holds more values than the chunk"));
+        }
+        values = values.slice(skipped, values.len() - skipped);
+        rep.drain(..skip);
+        if let Some(m) = marks.as_mut() {
+            m.drain(..skip);
+        }
+    }
+    let rows = match rows {
+        Some(r) => r,
+        None => rep.iter().filter(|r| **r == max_rep).count() as u64,
+    };
+    if sel.iter().any(|r| r.end > rows) {
+        return Err(ctx.corrupt(format!(
+            "rows asked for past the {rows} the repetition levels start"
+        )));
+    }
+    let entries = row_entries(&rep, max_rep, rows, sel, ctx)?;
+    // Values before each entry.
+    let mut before = Vec::with_capacity(rep.len() + 1);
+    let mut k = 0usize;
+    for e in 0..rep.len() {
+        before.push(k);
+        if marks.as_ref().is_none_or(|m| below(m[e], limit)) {
+            k += 1;
+        }
+    }
+    before.push(k);
+    if k != values.len() {
+        return Err(ctx.corrupt(format!(
+            "levels describe {k} values; the page decoded {}",
+            values.len()
+        )));
+    }
+    let mut arrays = Vec::with_capacity(entries.len());
+    let mut out_rep = Vec::new();
+    let mut out_marks = Vec::new();
+    for r in &entries {
+        arrays.push(values.slice(before[r.start], before[r.end] - before[r.start]));
+        out_rep.extend_from_slice(&rep[r.clone()]);
+        if let Some(m) = &marks {
+            out_marks.extend_from_slice(&m[r.clone()]);
+        }
+    }
+    let values = if arrays.len() == 1 {
+        arrays.pop().expect("one")
+    } else if arrays.is_empty() {
+        values.slice(0, 0)
+    } else {
+        concat_arrays(arrays)?
+    };
+    Ok((values, Some(out_rep), marks.map(|_| out_marks)))
 }
 
 impl Inner {
@@ -672,9 +758,12 @@ impl Inner {
         Ok((concat_arrays(arrays)?, levels))
     }
 
-    /// Reads the selected rows of a page with repetition levels: the
-    /// page's levels and values are decoded whole (rows may span chunks),
-    /// then the rows' entries and values are cut out.
+    /// Reads the selected rows of a page with repetition levels. A
+    /// mini-block page with a repetition index decodes only the chunks
+    /// holding the rows (rows may span chunks); a full-zip page reads the
+    /// rows' bytes through its row offsets; otherwise the page's levels and
+    /// values are decoded whole. The rows' entries and values are then cut
+    /// out.
     async fn read_nested_page(
         &self,
         page: &Layout,
@@ -686,48 +775,178 @@ impl Inner {
         let layers = page.layers();
         let max_rep = layers.iter().filter(|l| l.is_list()).count() as u16;
         let limit = next_list(layers, 0);
-        let (values, rep, def) = match page {
-            Layout::Mini(mb) => self.mini_levels(mb, dt, ctx).await?,
-            Layout::Full(fz) => self.full_levels(fz, dt, ctx).await?,
-            Layout::Constant(c) => self.constant_levels(c, dt, limit, ctx).await?,
-        };
-        let marks = match def {
-            Some(d) => Some(marks_from_def(&d, layers, ctx)?),
-            None => None,
-        };
-        let entries = row_entries(&rep, max_rep, rows, sel, ctx)?;
-        // Values before each entry.
-        let mut before = Vec::with_capacity(rep.len() + 1);
-        let mut k = 0usize;
-        for e in 0..rep.len() {
-            before.push(k);
-            if marks.as_ref().is_none_or(|m| below(m[e], limit)) {
-                k += 1;
+        let sorted = sel.windows(2).all(|w| w[0].end <= w[1].start);
+        let whole = sel_len(sel) == rows;
+        let mut parts = Vec::new();
+        match page {
+            Layout::Mini(mb) if mb.rep_index_stride > 0 && sorted && !whole => {
+                let index = self.mini_index(mb, ctx).await?;
+                let chunk_rows = self.mini_rows(mb, index.len(), rows, ctx).await?;
+                let spans = v21::chunk_spans(&chunk_rows, sel);
+                let decoded = try_join_all(
+                    spans
+                        .iter()
+                        .map(|(a, b)| self.mini_levels(mb, dt, *a..*b + 1, ctx)),
+                )
+                .await?;
+                let mut rest = sel;
+                for ((a, b), (values, rep, def)) in spans.iter().zip(decoded) {
+                    let first = chunk_rows[*a].first;
+                    let end = chunk_rows[*b].first + chunk_rows[*b].starts;
+                    let n = rest.partition_point(|r| r.end <= end);
+                    let here: Vec<Range<u64>> = rest[..n]
+                        .iter()
+                        .map(|r| r.start - first..r.end - first)
+                        .collect();
+                    rest = &rest[n..];
+                    let preamble = chunk_rows[*a].preamble;
+                    parts.push(cut_rows(
+                        values, rep, def, layers, max_rep, limit, None, preamble, &here, ctx,
+                    )?);
+                }
+            }
+            Layout::Full(fz) if fz.bufs.len() > 1 && !whole => {
+                let bytes = self.full_rows_bytes(fz, sel, rows, ctx).await?;
+                let (values, rep, def) = self.full_levels(fz, dt, bytes, ctx)?;
+                let n = sel_len(sel);
+                parts.push(cut_rows(
+                    values,
+                    rep,
+                    def,
+                    layers,
+                    max_rep,
+                    limit,
+                    Some(n),
+                    false,
+                    &[0..n],
+                    ctx,
+                )?);
+            }
+            _ => {
+                let (values, rep, def) = match page {
+                    Layout::Mini(mb) => {
+                        let chunks = self.mini_index(mb, ctx).await?.len();
+                        self.mini_levels(mb, dt, 0..chunks, ctx).await?
+                    }
+                    Layout::Full(fz) => {
+                        let b = self.io.read(fz.bufs[0].clone()).await?;
+                        self.full_levels(fz, dt, b, ctx)?
+                    }
+                    Layout::Constant(c) => self.constant_levels(c, dt, limit, ctx).await?,
+                };
+                parts.push(cut_rows(
+                    values,
+                    rep,
+                    def,
+                    layers,
+                    max_rep,
+                    limit,
+                    Some(rows),
+                    false,
+                    sel,
+                    ctx,
+                )?);
             }
         }
-        before.push(k);
-        if k != values.len() {
-            return Err(ctx.corrupt(format!(
-                "levels describe {k} values; the page decoded {}",
-                values.len()
-            )));
+        if parts.len() == 1 {
+            return Ok(parts.pop().expect("one part"));
         }
-        let mut arrays = Vec::with_capacity(entries.len());
+        let mut arrays = Vec::with_capacity(parts.len());
         let mut out_rep = Vec::new();
-        let mut out_marks = Vec::new();
-        for r in &entries {
-            arrays.push(values.slice(before[r.start], before[r.end] - before[r.start]));
-            out_rep.extend_from_slice(&rep[r.clone()]);
-            if let Some(m) = &marks {
-                out_marks.extend_from_slice(&m[r.clone()]);
-            }
+        let mut marks = Vec::with_capacity(parts.len());
+        for (a, r, m) in parts {
+            let r = r.expect("nested parts have levels");
+            marks.push((r.len(), m));
+            out_rep.extend_from_slice(&r);
+            arrays.push(a);
         }
         let values = if arrays.is_empty() {
             new_empty_array(dt)
         } else {
             concat_arrays(arrays)?
         };
-        Ok((values, Some(out_rep), marks.map(|_| out_marks)))
+        Ok((values, Some(out_rep), concat_marks(marks)))
+    }
+
+    /// The rows each chunk of a mini-block page starts, from its
+    /// repetition index (read once per page).
+    async fn mini_rows(
+        &self,
+        mb: &MiniBlock,
+        chunks: usize,
+        rows: u64,
+        ctx: &Ctx<'_>,
+    ) -> Result<Arc<Vec<v21::ChunkRows>>> {
+        if let Some(r) = mb.rows.get() {
+            return Ok(r.clone());
+        }
+        let buf = mb.bufs.last().expect("checked at parse").clone();
+        let b = self.io.read(buf).await?;
+        let r = Arc::new(v21::chunk_rows(&b, mb.rep_index_stride, chunks, rows, ctx)?);
+        let _ = mb.rows.set(r.clone());
+        Ok(r)
+    }
+
+    /// The byte ranges of the selected rows of a full-zip page, from its row
+    /// offsets (`rows + 1` entries of 1, 2, 4 or 8 bytes; two read per
+    /// range).
+    async fn full_row_ranges(
+        &self,
+        fz: &FullZip,
+        sel: &[Range<u64>],
+        rows: u64,
+        ctx: &Ctx<'_>,
+    ) -> Result<Vec<Range<u64>>> {
+        let data = &fz.bufs[0];
+        let idx = fz
+            .bufs
+            .get(1)
+            .ok_or_else(|| ctx.corrupt("variable full-zip page without row offsets"))?;
+        let w = (idx.end - idx.start) / (rows + 1);
+        if !matches!(w, 1 | 2 | 4 | 8) || !(idx.end - idx.start).is_multiple_of(rows + 1) {
+            return Err(ctx.corrupt("full-zip row offsets of an odd width"));
+        }
+        let mut ends = Vec::with_capacity(sel.len() * 2);
+        for r in sel {
+            ends.push(idx.start + r.start * w..idx.start + (r.start + 1) * w);
+            ends.push(idx.start + r.end * w..idx.start + (r.end + 1) * w);
+        }
+        let got = self.io.read_ranges(&ends).await?;
+        let at = |b: &Bytes| {
+            let mut x = [0u8; 8];
+            x[..b.len()].copy_from_slice(b);
+            u64::from_le_bytes(x)
+        };
+        let mut ranges = Vec::with_capacity(sel.len());
+        for pair in got.chunks(2) {
+            let (s, e) = (at(&pair[0]), at(&pair[1]));
+            if s > e || data.start + e > data.end {
+                return Err(ctx.corrupt("full-zip row offsets out of range"));
+            }
+            ranges.push(data.start + s..data.start + e);
+        }
+        Ok(ranges)
+    }
+
+    /// The bytes of the selected rows of a full-zip page, through its row
+    /// offsets (`rows + 1` entries of 1, 2, 4 or 8 bytes), concatenated.
+    async fn full_rows_bytes(
+        &self,
+        fz: &FullZip,
+        sel: &[Range<u64>],
+        rows: u64,
+        ctx: &Ctx<'_>,
+    ) -> Result<Bytes> {
+        let ranges = self.full_row_ranges(fz, sel, rows, ctx).await?;
+        let got = self.io.read_ranges(&ranges).await?;
+        if got.len() == 1 {
+            return Ok(got.into_iter().next().expect("one range"));
+        }
+        let mut out = Vec::with_capacity(got.iter().map(|b| b.len()).sum());
+        for b in &got {
+            out.extend_from_slice(b);
+        }
+        Ok(Bytes::from(out))
     }
 
     async fn read_mini(
@@ -907,14 +1126,19 @@ impl Inner {
         Ok(idx)
     }
 
-    /// A whole mini-block page with repetition: values, rep and def levels.
+    /// Chunks `chunks` of a mini-block page with repetition: values, rep
+    /// and def levels.
     async fn mini_levels(
         &self,
         mb: &MiniBlock,
         dt: &DataType,
+        chunks: Range<usize>,
         ctx: &Ctx<'_>,
     ) -> Result<(ArrayRef, Vec<u16>, Option<Vec<u16>>)> {
         let index = self.mini_index(mb, ctx).await?;
+        let index = index
+            .get(chunks)
+            .ok_or_else(|| ctx.corrupt("repetition index names chunks the page lacks"))?;
         let dict = self.mini_dictionary(mb, dt, ctx).await?;
         let ranges: Vec<Range<u64>> = index.iter().map(|c| c.bytes.clone()).collect();
         let fetched = self.io.read_ranges(&ranges).await?;
@@ -970,14 +1194,15 @@ impl Inner {
         Ok((values, rep, def))
     }
 
-    /// A whole full-zip page with repetition: values, rep and def levels.
-    async fn full_levels(
+    /// Whole rows of a full-zip page with repetition (`b`: their zipped
+    /// bytes): values, rep and def levels.
+    fn full_levels(
         &self,
         fz: &FullZip,
         dt: &DataType,
+        b: Bytes,
         ctx: &Ctx<'_>,
     ) -> Result<(ArrayRef, Vec<u16>, Option<Vec<u16>>)> {
-        let b = self.io.read(fz.bufs[0].clone()).await?;
         let cw = fz.cw_bytes();
         let max_visible = v21::max_visible_def(&fz.layers);
         let short = || ctx.corrupt("full-zip page ends inside a value");
@@ -1147,34 +1372,7 @@ impl Inner {
                 fixed_values(fz, Bytes::from(out), n, ctx)?
             }
             None => {
-                // Row offsets: (rows + 1) entries of 1, 2, 4 or 8 bytes.
-                let idx = fz
-                    .bufs
-                    .get(1)
-                    .ok_or_else(|| ctx.corrupt("variable full-zip page without row offsets"))?;
-                let w = (idx.end - idx.start) / (rows + 1);
-                if !matches!(w, 1 | 2 | 4 | 8) || !(idx.end - idx.start).is_multiple_of(rows + 1) {
-                    return Err(ctx.corrupt("full-zip row offsets of an odd width"));
-                }
-                let mut ends = Vec::with_capacity(sel.len() * 2);
-                for r in sel {
-                    ends.push(idx.start + r.start * w..idx.start + (r.start + 1) * w);
-                    ends.push(idx.start + r.end * w..idx.start + (r.end + 1) * w);
-                }
-                let got = self.io.read_ranges(&ends).await?;
-                let at = |b: &Bytes| {
-                    let mut x = [0u8; 8];
-                    x[..b.len()].copy_from_slice(b);
-                    u64::from_le_bytes(x)
-                };
-                let mut ranges = Vec::with_capacity(sel.len());
-                for pair in got.chunks(2) {
-                    let (s, e) = (at(&pair[0]), at(&pair[1]));
-                    if s > e || data.start + e > data.end {
-                        return Err(ctx.corrupt("full-zip row offsets out of range"));
-                    }
-                    ranges.push(data.start + s..data.start + e);
-                }
+                let ranges = self.full_row_ranges(fz, sel, rows, ctx).await?;
                 let fetched = self.io.read_ranges(&ranges).await?;
                 let lb = fz.length_bits as usize / 8;
                 let mut offsets = Vec::with_capacity(n + 1);

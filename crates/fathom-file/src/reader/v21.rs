@@ -501,8 +501,13 @@ pub(crate) struct MiniBlock {
     pub num_items: u64,
     pub large: bool,
     pub bufs: Vec<Range<u64>>,
+    /// Values per chunk in the repetition index (`depth + 1`; 0: none).
+    pub rep_index_stride: usize,
     /// Chunk positions, loaded on first use.
     pub index: OnceLock<Arc<Vec<Chunk>>>,
+    /// The rows each chunk starts, from the repetition index, loaded on
+    /// first use.
+    pub rows: OnceLock<Arc<Vec<ChunkRows>>>,
     /// The decoded dictionary, loaded on first use.
     pub dict: OnceLock<ArrayRef>,
 }
@@ -512,6 +517,90 @@ pub(crate) struct MiniBlock {
 pub(crate) struct Chunk {
     pub bytes: Range<u64>,
     pub items: Range<u64>,
+}
+
+/// The rows of one mini-block chunk, from the page's repetition index.
+///
+/// A row *starts* in the chunk holding its first level. A chunk may open
+/// with the end of a row started earlier (a preamble) and close with the
+/// start of a row that continues (a trailer); a long row can leave whole
+/// chunks that are all preamble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChunkRows {
+    /// The first row starting in this chunk (or, when none does, the next
+    /// row to start).
+    pub first: u64,
+    /// Rows starting in this chunk, the trailer included.
+    pub starts: u64,
+    pub preamble: bool,
+    pub trailer: bool,
+}
+
+/// The rows of each chunk from a mini-block repetition index: per chunk,
+/// `stride` little-endian u64s of which the first two are the rows that
+/// end in the chunk and the levels left over after the last row's end.
+pub(crate) fn chunk_rows(
+    b: &[u8],
+    stride: usize,
+    chunks: usize,
+    rows: u64,
+    ctx: &Ctx,
+) -> Result<Vec<ChunkRows>> {
+    if stride < 2 || b.len() != chunks * stride * 8 {
+        return Err(ctx.corrupt(format!(
+            "mini-block repetition index of {} bytes for {chunks} chunks of {stride} values",
+            b.len()
+        )));
+    }
+    let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    let mut out = Vec::with_capacity(chunks);
+    let (mut first, mut preamble) = (0u64, false);
+    for c in 0..chunks {
+        let (ends, leftover) = (word(c * stride), word(c * stride + 1));
+        let trailer = leftover > 0;
+        let starts = (ends + u64::from(trailer))
+            .checked_sub(u64::from(preamble))
+            .ok_or_else(|| ctx.corrupt(format!("repetition index chunk {c} ends no row")))?;
+        out.push(ChunkRows {
+            first,
+            starts,
+            preamble,
+            trailer,
+        });
+        first += starts;
+        preamble = trailer;
+    }
+    if first != rows || preamble {
+        return Err(ctx.corrupt(format!(
+            "the repetition index starts {first} rows; the page holds {rows}"
+        )));
+    }
+    Ok(out)
+}
+
+/// The chunk spans (first and last chunk, inclusive) holding the rows of
+/// `sel` (sorted ranges of page rows), adjacent spans merged.
+pub(crate) fn chunk_spans(rows: &[ChunkRows], sel: &[Range<u64>]) -> Vec<(usize, usize)> {
+    // The chunk in which row `r` starts.
+    let start_of = |r: u64| rows.partition_point(|c| c.first + c.starts <= r);
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for s in sel.iter().filter(|s| s.end > s.start) {
+        let a = start_of(s.start);
+        let mut b = start_of(s.end - 1);
+        // The last row may run on into later chunks.
+        if b < rows.len() && rows[b].trailer && s.end == rows[b].first + rows[b].starts {
+            b += 1;
+            while b + 1 < rows.len() && rows[b].starts == 0 && rows[b].trailer {
+                b += 1;
+            }
+        }
+        let b = b.min(rows.len().saturating_sub(1));
+        match spans.last_mut() {
+            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+            _ => spans.push((a, b)),
+        }
+    }
+    spans
 }
 
 #[derive(Debug)]
@@ -615,9 +704,21 @@ impl Layout {
                     num_items: m.num_items,
                     large: m.has_large_chunk,
                     bufs: bufs.to_vec(),
+                    rep_index_stride: if m.repetition_index_depth > 0 {
+                        m.repetition_index_depth as usize + 1
+                    } else {
+                        0
+                    },
                     index: OnceLock::new(),
+                    rows: OnceLock::new(),
                     dict: OnceLock::new(),
                 };
+                if mb.rep_index_stride > 0 && mb.bufs.len() < need + 1 {
+                    return Err(Error::corrupt(
+                        path,
+                        "mini-block page with a repetition index but no buffer for it",
+                    ));
+                }
                 if mb.values.chunk_buffers() != mb.num_buffers {
                     return Err(Error::corrupt(
                         path,
@@ -1460,6 +1561,36 @@ pub(crate) fn chunk_index(mb: &MiniBlock, meta: &[u8], ctx: &Ctx) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lance's repetition index (rows ended, levels left over) read as the
+    /// rows each chunk starts, and the chunks a row range needs.
+    #[test]
+    fn repetition_index_rows_and_spans() {
+        let ctx = Ctx {
+            path: "t.lance",
+            column: "l",
+        };
+        // Chunk 0: rows 0, 1 and the start of row 2; chunk 1: all of row 2;
+        // chunk 2: the end of row 2, then rows 3 and 4.
+        let words: [u64; 6] = [2, 3, 0, 7, 3, 0];
+        let b: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let rows = chunk_rows(&b, 2, 3, 5, &ctx).unwrap();
+        let starts: Vec<(u64, u64, bool, bool)> = rows
+            .iter()
+            .map(|r| (r.first, r.starts, r.preamble, r.trailer))
+            .collect();
+        assert_eq!(
+            starts,
+            [(0, 3, false, true), (3, 0, true, true), (3, 2, true, false)]
+        );
+        assert_eq!(chunk_spans(&rows, &[0..1]), [(0, 0)]);
+        assert_eq!(chunk_spans(&rows, &[2..3]), [(0, 2)]);
+        assert_eq!(chunk_spans(&rows, &[4..5]), [(2, 2)]);
+        assert_eq!(chunk_spans(&rows, &[0..1, 4..5]), [(0, 0), (2, 2)]);
+        // A count that disagrees with the page is an error, not a guess.
+        assert!(chunk_rows(&b, 2, 3, 6, &ctx).is_err());
+        assert!(chunk_rows(&b[..40], 2, 3, 5, &ctx).is_err());
+    }
 
     /// Single values read from a packed block equal the whole block's
     /// unpacking, for every word size and width.

@@ -154,6 +154,48 @@ fn read_pylance_files(version: &str) {
                     "{name} ({version}): take of column {i}"
                 );
             }
+            // Many scattered rows (a take that decodes a few chunks of each
+            // page, not whole pages), in no order, one twice.
+            let mut idx: Vec<u64> = (0..n).step_by(37).collect();
+            idx.extend((0..n).rev().step_by(53));
+            idx.push(n / 2);
+            let took = reader.take(&idx, proj).await.unwrap();
+            let pos = arrow_array::UInt32Array::from_iter_values(idx.iter().map(|i| *i as u32));
+            for i in 0..expected.num_columns() {
+                let want = arrow_select::take::take(expected.column(i), &pos, None).unwrap();
+                assert_eq!(
+                    took.column(i),
+                    &want,
+                    "{name} ({version}): scattered take of column {i}"
+                );
+            }
+            if name == "long_lists.lance" {
+                // A take of a few rows reads the chunks (and repetition
+                // index) holding them, not the list pages whole.
+                let fresh = FileReader::open(
+                    store.clone(),
+                    Path::from(name.as_str()),
+                    None,
+                    FileReaderOptions {
+                        keep_whole_max: 0,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+                let before = fresh.io_stats().1;
+                let idx = [5u64, n / 2, n - 3];
+                let took = fresh.take(&idx, Some(&[0])).await.unwrap();
+                let read = fresh.io_stats().1 - before;
+                let pos = arrow_array::UInt32Array::from(vec![5, n as u32 / 2, n as u32 - 3]);
+                let want = arrow_select::take::take(expected.column(0), &pos, None).unwrap();
+                assert_eq!(took.column(0), &want, "{name} ({version}): small take");
+                assert!(
+                    read * 10 < fresh.file_size(),
+                    "{name} ({version}): a take of 3 rows read {read} of {} bytes",
+                    fresh.file_size()
+                );
+            }
             // Ranges that start and end inside chunks and pages.
             for r in [1..n - 1, n / 3..n / 2, (n - 5).min(1030)..n] {
                 let got = reader.read_range(r.clone(), proj).await.unwrap();
