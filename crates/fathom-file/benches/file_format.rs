@@ -275,6 +275,23 @@ fn bench_v22(
         t.sort_by(|a, b| a.partial_cmp(b).unwrap());
         t[t.len() / 2]
     };
+    // Profiling aid: FATHOM_BENCH_LOOP=<case number> repeats that case on
+    // pylance's file (for perf) and measures nothing else.
+    if let Some(k) = std::env::var("FATHOM_BENCH_LOOP")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let (label, cols, take) = &cases[k];
+        let s = Instant::now();
+        for _ in 0..200 {
+            measure("py22.lance", cols, *take);
+        }
+        println!(
+            "{label}: {:.2} ms per run",
+            s.elapsed().as_secs_f64() * 1e3 / 200.0 / runs as f64
+        );
+        std::process::exit(0);
+    }
     let mut theirs = std::collections::HashMap::new();
     if pylance {
         let idx_file = dir.join("idx.txt");

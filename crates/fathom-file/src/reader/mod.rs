@@ -591,16 +591,19 @@ impl FileReader {
         )?)
     }
 
-    /// Scans `rows` as a stream of batches of at most `batch_size` rows.
-    /// Each step reads about `scan_chunk_bytes` with one request per page
-    /// buffer; the next step is fetched while the current one is consumed.
+    /// Scans `rows` as a stream of batches of `batch_size` rows (the last
+    /// may be shorter). Each step reads about `scan_chunk_bytes` with one
+    /// request per page buffer; the next step is fetched while the current
+    /// one is consumed. Steps end where a page of the widest projected
+    /// column ends, so no step decodes two of its pages and copies them
+    /// into one array; the batches are cut from the steps' rows regardless.
     pub fn scan(
         &self,
         rows: Range<u64>,
         projection: Option<&[usize]>,
         batch_size: usize,
     ) -> Result<impl Stream<Item = Result<RecordBatch>> + Send + 'static> {
-        let batch_size = batch_size.max(1) as u64;
+        let batch_size = batch_size.max(1);
         let (nodes, _) = self.projected(projection)?;
         let proj: Vec<usize> = match projection {
             Some(p) => p.to_vec(),
@@ -612,23 +615,56 @@ impl FileReader {
                 rows.start, rows.end, self.inner.num_rows
             )));
         }
-        let bytes: u64 = nodes
+        let sizes: Vec<u64> = nodes
             .iter()
             .map(|n| {
                 self.column_data_bytes(
                     proj[nodes.iter().position(|m| m.column == n.column).unwrap()],
                 )
             })
-            .sum();
-        let row_bytes = (bytes / self.inner.num_rows.max(1)).max(1);
-        let chunk = (self.inner.opts.scan_chunk_bytes / row_bytes).max(batch_size);
-        let chunk = chunk / batch_size * batch_size;
-        let chunks: Vec<Range<u64>> = (rows.start..rows.end)
-            .step_by(chunk as usize)
-            .map(|s| s..(s + chunk).min(rows.end))
             .collect();
+        let bytes: u64 = sizes.iter().sum();
+        let row_bytes = (bytes / self.inner.num_rows.max(1)).max(1);
+        let chunk = (self.inner.opts.scan_chunk_bytes / row_bytes).max(batch_size as u64);
+        let chunk = chunk / batch_size as u64 * batch_size as u64;
+        // Page starts of the widest projected column, when it is a column
+        // of its own (a leaf: its pages start at rows).
+        let widest = sizes
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, b)| **b)
+            .map(|(i, _)| &nodes[i]);
+        let cuts: &[u64] = match widest {
+            Some(n) if n.children.is_empty() => self
+                .inner
+                .columns
+                .get(n.column)
+                .map_or(&[], |c| c.starts.as_slice()),
+            _ => &[],
+        };
+        // Between cuts, steps of equal size (two steps decode at a time: a
+        // short one beside a long one would leave a core idle).
+        let mut chunks: Vec<Range<u64>> = Vec::new();
+        let mut bounds: Vec<u64> = vec![rows.start];
+        bounds.extend(
+            cuts.iter()
+                .copied()
+                .filter(|c| *c > rows.start && *c < rows.end),
+        );
+        bounds.push(rows.end);
+        for w in bounds.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let parts = (b - a).div_ceil(chunk).max(1);
+            let each = (b - a).div_ceil(parts);
+            let mut s = a;
+            while s < b {
+                let e = (s + each).min(b);
+                chunks.push(s..e);
+                s = e;
+            }
+        }
         let reader = self.clone();
-        Ok(stream::iter(chunks)
+        let steps = stream::iter(chunks)
             .map(move |r| {
                 let reader = reader.clone();
                 let proj = proj.clone();
@@ -646,17 +682,80 @@ impl FileReader {
                 }
             })
             .buffered(2)
-            .flat_map(move |res| {
-                let batches: Vec<Result<RecordBatch>> = match res {
-                    Ok(b) => (0..b.num_rows())
-                        .step_by(batch_size as usize)
-                        .map(|s| Ok(b.slice(s, (batch_size as usize).min(b.num_rows() - s))))
-                        .collect(),
-                    Err(e) => vec![Err(e)],
-                };
-                stream::iter(batches)
-            }))
+            .boxed();
+        Ok(rebatch(steps, batch_size))
     }
+}
+
+/// Cuts a stream of batches of any size into batches of `size` rows (the
+/// last may be shorter): rows left over at the end of one input batch are
+/// joined with the start of the next.
+fn rebatch(
+    input: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    size: usize,
+) -> impl Stream<Item = Result<RecordBatch>> + Send + 'static {
+    struct State {
+        input: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+        carry: Option<RecordBatch>,
+        ready: std::collections::VecDeque<Result<RecordBatch>>,
+        done: bool,
+    }
+    fn cut(b: RecordBatch, st: &mut State, size: usize) -> Result<()> {
+        let (n, mut at) = (b.num_rows(), 0usize);
+        if let Some(c) = st.carry.take() {
+            let take = (size - c.num_rows()).min(n);
+            let joined =
+                arrow_select::concat::concat_batches(&c.schema(), [&c, &b.slice(0, take)])?;
+            at = take;
+            if joined.num_rows() < size {
+                st.carry = Some(joined);
+                return Ok(());
+            }
+            st.ready.push_back(Ok(joined));
+        }
+        while at + size <= n {
+            st.ready.push_back(Ok(b.slice(at, size)));
+            at += size;
+        }
+        if at < n {
+            st.carry = Some(b.slice(at, n - at));
+        }
+        Ok(())
+    }
+    let st = State {
+        input,
+        carry: None,
+        ready: Default::default(),
+        done: false,
+    };
+    stream::unfold(st, move |mut st| async move {
+        loop {
+            if let Some(b) = st.ready.pop_front() {
+                return Some((b, st));
+            }
+            if st.done {
+                return None;
+            }
+            match st.input.next().await {
+                None => {
+                    st.done = true;
+                    if let Some(c) = st.carry.take() {
+                        st.ready.push_back(Ok(c));
+                    }
+                }
+                Some(Err(e)) => {
+                    st.done = true;
+                    st.ready.push_back(Err(e));
+                }
+                Some(Ok(b)) => {
+                    if let Err(e) = cut(b, &mut st, size) {
+                        st.done = true;
+                        st.ready.push_back(Err(e));
+                    }
+                }
+            }
+        }
+    })
 }
 
 fn relabel(e: Error, path: &str) -> Error {

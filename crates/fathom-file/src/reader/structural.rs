@@ -153,10 +153,15 @@ fn to_array(dt: &DataType, v: Values, ctx: &Ctx) -> Result<ArrayRef> {
                 }
                 Buffer::from_vec(offsets.iter().map(|o| *o as i32).collect::<Vec<_>>())
             };
-            ArrayDataBuilder::new(dt.clone())
+            check_var(&offsets, data.as_ref(), n, dt, ctx)?;
+            let b = ArrayDataBuilder::new(dt.clone())
                 .len(n)
                 .add_buffer(offs)
-                .add_buffer(Buffer::from(data))
+                .add_buffer(Buffer::from(data));
+            // SAFETY: `check_var` checked what arrow's validation checks:
+            // n + 1 non-decreasing offsets within the data, and for strings
+            // valid UTF-8 split only at character boundaries.
+            return Ok(make_array(unsafe { b.build_unchecked() }));
         }
         (dt, Values::Fixed { bits, data, .. })
             if byte_width(dt).is_some_and(|w| w * 8 == bits) && *dt != DataType::Boolean =>
@@ -181,6 +186,41 @@ fn to_array(dt: &DataType, v: Values, ctx: &Ctx) -> Result<ArrayRef> {
         .build()
         .map_err(|e| ctx.corrupt(format!("decoded values do not form a valid array: {e}")))?;
     Ok(make_array(data))
+}
+
+/// Checks variable-width values before they become an array: `n + 1`
+/// non-decreasing offsets within `data` and, for strings, UTF-8 (checked
+/// once over all values, SIMD) cut only at character boundaries.
+fn check_var(offsets: &[u64], data: &[u8], n: usize, dt: &DataType, ctx: &Ctx) -> Result<()> {
+    let bad = |what: &str| ctx.corrupt(format!("decoded {dt} values: {what}"));
+    if offsets.len() != n + 1 {
+        return Err(bad("offsets do not match the value count"));
+    }
+    let (first, last) = (offsets[0] as usize, offsets[n] as usize);
+    if first > last || last > data.len() {
+        return Err(bad("offsets past the values"));
+    }
+    let text = matches!(dt, DataType::Utf8 | DataType::LargeUtf8);
+    if text && simdutf8::basic::from_utf8(&data[first..last]).is_err() {
+        return Err(bad("invalid UTF-8"));
+    }
+    // Non-decreasing, and (strings) no value starts inside a character.
+    let mut ok = true;
+    let mut prev = first as u64;
+    for o in &offsets[1..] {
+        ok &= *o >= prev;
+        prev = *o;
+    }
+    if text {
+        for o in &offsets[..n] {
+            // A UTF-8 continuation byte is 0b10xx_xxxx.
+            ok &= data.get(*o as usize).is_none_or(|b| (*b as i8) >= -0x40);
+        }
+    }
+    if !ok {
+        return Err(bad("offsets out of order or inside a character"));
+    }
+    Ok(())
 }
 
 /// Dictionary indices as u64s.
@@ -1012,14 +1052,28 @@ impl Inner {
             // FSST strings expand straight into the accumulator.
             let mut done = false;
             if dict.is_none() && matches!(mb.values, v21::Comp::Fsst { .. }) {
-                let a = acc.get_or_insert_with(|| Acc::Var {
-                    offsets: vec![0],
-                    data: Vec::new(),
+                let a = acc.get_or_insert_with(|| {
+                    let mut offsets = Vec::with_capacity(sel_len(sel) as usize + 1);
+                    offsets.push(0);
+                    Acc::Var {
+                        offsets,
+                        data: Vec::new(),
+                    }
                 });
                 if let Acc::Var { offsets, data } = a {
+                    let was = data.len();
                     done = mb
                         .values
                         .fsst_rows_into(&parts.bufs, n, &local, data, offsets, ctx)?;
+                    // After the first chunk, room for the rest at its
+                    // expansion (one allocation instead of a doubling per
+                    // step of growth).
+                    if done && was == 0 && !data.is_empty() {
+                        let rest: u64 = ranges[1..].iter().map(|r| r.end - r.start).sum();
+                        let per = data.len() as f64 / bytes.len().max(1) as f64;
+                        let want = data.len() + (rest as f64 * per * 1.1) as usize;
+                        data.reserve(want.saturating_sub(data.len()));
+                    }
                 }
             }
             // A few rows of a big chunk: decode just those values.

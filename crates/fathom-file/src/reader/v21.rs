@@ -426,15 +426,23 @@ impl SymbolTable {
             syms[i] = u64::from_le_bytes(*s);
             lens[i] = *l;
         }
-        out.reserve((last - first) * 8 + 8);
-        let base = out.len();
-        let dst = out.as_mut_ptr();
-        let mut o = base;
+        let _ = first;
+        let mut dst = out.as_mut_ptr();
+        let mut o = out.len();
         let mut bad = false;
         for w in offsets.windows(2) {
             let (mut i, end) = (w[0] as usize, w[1] as usize);
             if i > end || end > data.len() {
                 return Err(ctx.corrupt("FSST offsets out of order or past their bytes"));
+            }
+            // Room for this string's worst case (8 bytes per code, plus a
+            // word of slack), growing the buffer only when it lacks it.
+            let need = (end - i) * 8 + 8;
+            if out.capacity() - o < need {
+                // SAFETY: bytes up to o were written below.
+                unsafe { out.set_len(o) };
+                out.reserve(need.max((last - i) * 2));
+                dst = out.as_mut_ptr();
             }
             // Four codes at a time while none of them is an escape.
             while i + 4 <= end {
