@@ -29,19 +29,34 @@ pub fn sel_len(sel: &[Range<u64>]) -> u64 {
     sel.iter().map(|r| r.end - r.start).sum()
 }
 
-/// Error context: which file and column is being decoded.
+/// Error context: which file, column and (when known) page is being
+/// decoded.
 #[derive(Debug, Clone)]
 pub struct Ctx<'a> {
     pub path: &'a str,
     pub column: &'a str,
+    pub page: Option<usize>,
 }
 
 impl Ctx<'_> {
+    fn place(&self) -> String {
+        match self.page {
+            Some(p) => format!("column '{}', page {p}", self.column),
+            None => format!("column '{}'", self.column),
+        }
+    }
     pub fn corrupt(&self, msg: impl std::fmt::Display) -> Error {
-        Error::corrupt(self.path, format!("column '{}': {msg}", self.column))
+        Error::corrupt(self.path, format!("{}: {msg}", self.place()))
     }
     pub fn unsupported(&self, msg: impl std::fmt::Display) -> Error {
-        Error::unsupported(self.path, format!("column '{}': {msg}", self.column))
+        Error::unsupported(self.path, format!("{}: {msg}", self.place()))
+    }
+    /// The same context at page `page`.
+    pub fn at_page(&self, page: usize) -> Self {
+        Ctx {
+            page: Some(page),
+            ..self.clone()
+        }
     }
 }
 

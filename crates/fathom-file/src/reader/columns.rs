@@ -33,6 +33,7 @@ impl Inner {
         Ctx {
             path: self.io.path.as_ref(),
             column: &self.columns[column].name,
+            page: None,
         }
     }
 

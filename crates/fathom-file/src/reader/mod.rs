@@ -320,7 +320,7 @@ impl FileReader {
             let mut starts = vec![0u64];
             let mut item_starts = vec![0u64];
             let mut data_bytes = 0;
-            for page in &meta.pages {
+            for (page_no, page) in meta.pages.iter().enumerate() {
                 if page.buffer_offsets.len() != page.buffer_sizes.len() {
                     return Err(Error::corrupt(
                         &p,
@@ -362,7 +362,7 @@ impl FileReader {
                         column: &column_bufs,
                     },
                 )
-                .map_err(|e| relabel_column(e, &p, &names[c]))?;
+                .map_err(|e| relabel_page(e, &p, &names[c], page_no))?;
                 let items = match &enc {
                     Enc::List { num_items, .. } => *num_items,
                     _ => 0,
@@ -766,13 +766,14 @@ fn relabel(e: Error, path: &str) -> Error {
     }
 }
 
-fn relabel_column(e: Error, path: &str, column: &str) -> Error {
+/// An error while parsing a page, naming its file, column and page.
+fn relabel_page(e: Error, path: &str, column: &str, page: usize) -> Error {
     match e {
         Error::Corrupt { message, .. } => {
-            Error::corrupt(path, format!("column '{column}': {message}"))
+            Error::corrupt(path, format!("column '{column}', page {page}: {message}"))
         }
         Error::Unsupported { message, .. } => {
-            Error::unsupported(path, format!("column '{column}': {message}"))
+            Error::unsupported(path, format!("column '{column}', page {page}: {message}"))
         }
         e => e,
     }

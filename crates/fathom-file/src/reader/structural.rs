@@ -730,6 +730,7 @@ impl Inner {
         Ctx {
             path: self.io.path.as_ref(),
             column: node.field.name(),
+            page: None,
         }
     }
 
@@ -768,6 +769,7 @@ impl Inner {
                 unreachable!("checked above")
             };
             let rows = info.starts[*p + 1] - info.starts[*p];
+            let ctx = ctx.at_page(*p);
             if nested {
                 return self.read_nested_page(&page.0, s, rows, dt, &ctx).await;
             }

@@ -1577,6 +1577,7 @@ mod tests {
         let ctx = Ctx {
             path: "t.lance",
             column: "l",
+            page: None,
         };
         // Chunk 0: rows 0, 1 and the start of row 2; chunk 1: all of row 2;
         // chunk 2: the end of row 2, then rows 3 and 4.

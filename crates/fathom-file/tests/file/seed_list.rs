@@ -19,6 +19,7 @@ fn ctx() -> Ctx<'static> {
     Ctx {
         path: "seed",
         column: "list",
+        page: None,
     }
 }
 
