@@ -174,6 +174,14 @@ def write(d, version="2.0"):
     every = [(name, t, page, 1000) for name, t, page in tables()]
     if version != "2.0":
         every += list(random_tables())
+        # A column marked as blobs (large values stored out of line).
+        rng = np.random.default_rng(7)
+        vals = [None if i % 7 == 0 else bytes(rng.integers(0, 255, int(rng.integers(0, 5000))).astype("uint8"))
+                for i in range(300)]
+        blob = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+        t = pa.table({"id": pa.array(range(300)), "b": pa.array(vals, pa.large_binary())},
+                     schema=pa.schema([pa.field("id", pa.int64()), blob]))
+        every.append(("blob", t, None, 100))
     for name, t, page, batch in every:
         kwargs = {"max_page_bytes": page} if page else {}
         path = os.path.join(d, name + ".lance")

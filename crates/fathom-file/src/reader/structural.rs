@@ -774,9 +774,10 @@ impl Inner {
                 return self.read_nested_page(&page.0, s, rows, dt, &ctx).await;
             }
             let (a, m) = match page.0.as_ref() {
-                Layout::Mini(mb) => self.read_mini(mb, s, dt, &ctx).await?,
-                Layout::Full(fz) => self.read_full(fz, s, rows, dt, &ctx).await?,
-                Layout::Constant(c) => self.read_constant(c, s, dt, &ctx).await?,
+                Layout::Blob(inner, layers) => {
+                    self.read_blob(inner, layers, s, rows, dt, &ctx).await?
+                }
+                page => self.read_flat_page(page, s, rows, dt, &ctx).await?,
             };
             Ok::<_, Error>((a, None, m))
         });
@@ -875,6 +876,7 @@ impl Inner {
                         self.full_levels(fz, dt, b, ctx)?
                     }
                     Layout::Constant(c) => self.constant_levels(c, dt, limit, ctx).await?,
+                    Layout::Blob(..) => return Err(ctx.unsupported("blob pages of lists")),
                 };
                 parts.push(cut_rows(
                     values,
@@ -908,6 +910,94 @@ impl Inner {
             concat_arrays(arrays)?
         };
         Ok((values, Some(out_rep), concat_marks(marks)))
+    }
+
+    /// The selected rows of a page without repetition: values and marks.
+    async fn read_flat_page(
+        &self,
+        page: &Layout,
+        s: &[Range<u64>],
+        rows: u64,
+        dt: &DataType,
+        ctx: &Ctx<'_>,
+    ) -> Result<(ArrayRef, Marks)> {
+        match page {
+            Layout::Mini(mb) => self.read_mini(mb, s, dt, ctx).await,
+            Layout::Full(fz) => self.read_full(fz, s, rows, dt, ctx).await,
+            Layout::Constant(c) => self.read_constant(c, s, dt, ctx).await,
+            Layout::Blob(..) => Err(ctx.corrupt("a blob page inside a blob page")),
+        }
+    }
+
+    /// The selected rows of a blob page: each row's description (position
+    /// and size, two u64s packed in the inner page) names its bytes in the
+    /// file; a size of 0 is an empty value, or a null when the position's
+    /// bits 16..32 hold a definition level.
+    async fn read_blob(
+        &self,
+        inner: &Layout,
+        layers: &[Layer],
+        s: &[Range<u64>],
+        rows: u64,
+        dt: &DataType,
+        ctx: &Ctx<'_>,
+    ) -> Result<(ArrayRef, Marks)> {
+        let large = match dt {
+            DataType::LargeBinary => true,
+            DataType::Binary => false,
+            _ => return Err(ctx.unsupported(format!("blob page for a {dt} column"))),
+        };
+        let desc_type = DataType::FixedSizeBinary(16);
+        let (descs, _) = self.read_flat_page(inner, s, rows, &desc_type, ctx).await?;
+        let descs = descs
+            .as_any()
+            .downcast_ref::<arrow_array::FixedSizeBinaryArray>()
+            .ok_or_else(|| ctx.corrupt("blob descriptions are not 16-byte values"))?;
+        let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let mut ranges = Vec::new();
+        let mut defs: Vec<u16> = Vec::with_capacity(descs.len());
+        for i in 0..descs.len() {
+            let d = descs.value(i);
+            let (pos, size) = (word(d, 0), word(d, 8));
+            if size == 0 {
+                defs.push(((pos >> 16) & 0xFFFF) as u16);
+            } else {
+                let end = pos
+                    .checked_add(size)
+                    .filter(|e| *e <= self.io.size)
+                    .ok_or_else(|| ctx.corrupt("a blob past the end of the file"))?;
+                ranges.push(pos..end);
+                defs.push(0);
+            }
+        }
+        let got = self.io.read_ranges(&ranges).await?;
+        let mut data = Vec::with_capacity(got.iter().map(|b| b.len()).sum());
+        let mut offsets = Vec::with_capacity(defs.len() + 1);
+        offsets.push(0u64);
+        let mut blobs = got.iter();
+        let descs_sizes = (0..descs.len()).map(|i| word(descs.value(i), 8));
+        for size in descs_sizes {
+            if size > 0 {
+                data.extend_from_slice(blobs.next().expect("one read per blob"));
+            }
+            offsets.push(data.len() as u64);
+        }
+        let values = v21::Values::Var {
+            offsets,
+            data: Bytes::from(data),
+        };
+        let out_dt = if large {
+            DataType::LargeBinary
+        } else {
+            DataType::Binary
+        };
+        let array = to_array(&out_dt, values, ctx)?;
+        let marks = if defs.iter().any(|d| *d != 0) {
+            Some(marks_from_def(&defs, layers, ctx)?)
+        } else {
+            None
+        };
+        Ok((array, marks))
     }
 
     /// The rows each chunk of a mini-block page starts, from its

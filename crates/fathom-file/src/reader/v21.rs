@@ -246,6 +246,28 @@ impl Comp {
                 )?,
                 inner: child(&g.values, "values")?,
             },
+            C::PackedStruct(ps) => {
+                // Rows of the children's bits side by side: decoded as the
+                // packed fixed-width values; the reader splits them.
+                let inner = child(&ps.values, "values")?;
+                let total: u64 = ps.bits_per_value.iter().sum();
+                match inner.as_ref() {
+                    Comp::Flat { bits, .. } if *bits == total => {}
+                    Comp::Flat { bits, .. } => {
+                        return Err(Error::corrupt(
+                            path,
+                            format!("packed struct of {total} bits stored in {bits}-bit values"),
+                        ));
+                    }
+                    _ => {
+                        return Err(Error::unsupported(
+                            path,
+                            "packed struct over a compression other than flat values",
+                        ));
+                    }
+                }
+                *inner
+            }
             C::FixedSizeList(f) => {
                 if f.items_per_value == 0 {
                     return Err(Error::corrupt(path, "fixed-size list of dimension 0"));
@@ -496,6 +518,9 @@ pub(crate) enum Layout {
     Mini(MiniBlock),
     Full(FullZip),
     Constant(ConstantPage),
+    /// Values stored out of line: the inner layout holds a description per
+    /// row (position and size, packed), `layers` the column's own layers.
+    Blob(Box<Layout>, Vec<Layer>),
 }
 
 #[derive(Debug)]
@@ -786,7 +811,21 @@ impl Layout {
                     rep_comp: comp(&c.rep_compression)?,
                 }))
             }
-            Some(L::BlobLayout(_)) => Err(Error::unsupported(path, "blob pages")),
+            Some(L::BlobLayout(b)) => {
+                let inner = b
+                    .inner_layout
+                    .as_ref()
+                    .ok_or_else(|| Error::corrupt(path, "blob page without descriptions"))?;
+                let inner = Layout::from_pb(inner, bufs, path)?;
+                let layers = layers(&b.layers)?;
+                if matches!(inner, Layout::Blob(..))
+                    || inner.layers().iter().any(|l| l.is_list())
+                    || layers.iter().any(|l| l.is_list())
+                {
+                    return Err(Error::unsupported(path, "blob pages of lists"));
+                }
+                Ok(Layout::Blob(Box::new(inner), layers))
+            }
             None => Err(Error::unsupported(
                 path,
                 "a page layout this reader does not know",
@@ -799,6 +838,7 @@ impl Layout {
             Layout::Mini(m) => &m.layers,
             Layout::Full(f) => &f.layers,
             Layout::Constant(c) => &c.layers,
+            Layout::Blob(_, layers) => layers,
         }
     }
 }
