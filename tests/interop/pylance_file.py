@@ -182,6 +182,13 @@ def write(d, version="2.0"):
         t = pa.table({"id": pa.array(range(300)), "b": pa.array(vals, pa.large_binary())},
                      schema=pa.schema([pa.field("id", pa.int64()), blob]))
         every.append(("blob", t, None, 100))
+        # A struct of fixed-width children marked packed: one column, the
+        # children's bits side by side per row.
+        st = pa.array([{"a": i, "b": i / 2, "c": i % 3} if i % 5 else None for i in range(3000)],
+                      pa.struct([("a", pa.int32()), ("b", pa.float64()), ("c", pa.uint8())]))
+        packed = pa.field("s", st.type, metadata={"packed": "true"})
+        every.append(("packed_struct", pa.table({"id": pa.array(range(3000)), "s": st},
+                                                schema=pa.schema([pa.field("id", pa.int64()), packed])), None, 700))
     for name, t, page, batch in every:
         kwargs = {"max_page_bytes": page} if page else {}
         path = os.path.join(d, name + ".lance")

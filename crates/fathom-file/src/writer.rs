@@ -570,6 +570,29 @@ impl FileWriter {
         opts: FileWriterOptions,
     ) -> Result<Self> {
         let arrow_schema = Arc::new(schema.to_arrow()?);
+        // A struct marked packed must be written as one packed column (as
+        // pylance reads it); this writer writes structs child by child, so
+        // it refuses rather than write a file readers would misread.
+        fn packed(f: &arrow_schema::Field) -> Option<String> {
+            if crate::reader::is_packed_struct(f) {
+                return Some(f.name().clone());
+            }
+            match f.data_type() {
+                DataType::Struct(fs) => fs.iter().find_map(|c| packed(c)),
+                DataType::List(c) | DataType::LargeList(c) | DataType::FixedSizeList(c, _) => {
+                    packed(c)
+                }
+                _ => None,
+            }
+        }
+        if opts.version.structural()
+            && let Some(name) = arrow_schema.fields().iter().find_map(|f| packed(f))
+        {
+            return Err(Error::invalid(format!(
+                "column '{name}' is a packed struct (field metadata 'packed'); writing packed \
+                 structs is not supported"
+            )));
+        }
         let zone_stats = opts
             .zone_stats_rows
             .map(|n| crate::stats::ZoneStatsBuilder::new(&arrow_schema, n));

@@ -115,7 +115,11 @@ fn build_nodes(fields: &[LanceField], next: &mut usize, structural: bool) -> Res
         .iter()
         .map(|f| {
             let field = f.to_arrow()?;
+            // A struct marked packed is one column (2.1+): its fixed-width
+            // children side by side in each row.
+            let packed = structural && is_packed_struct(&field);
             let has_column = !structural
+                || packed
                 || !matches!(
                     field.data_type(),
                     DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_)
@@ -126,7 +130,11 @@ fn build_nodes(fields: &[LanceField], next: &mut usize, structural: bool) -> Res
             } else {
                 NO_COLUMN
             };
-            let children = build_nodes(&f.children, next, structural)?;
+            let children = if packed {
+                Vec::new()
+            } else {
+                build_nodes(&f.children, next, structural)?
+            };
             Ok(Node {
                 column,
                 field: Arc::new(field),
@@ -134,6 +142,18 @@ fn build_nodes(fields: &[LanceField], next: &mut usize, structural: bool) -> Res
             })
         })
         .collect()
+}
+
+/// A struct field stored packed (pylance's field metadata `packed` or
+/// `lance-encoding:packed` set to true).
+pub(crate) fn is_packed_struct(field: &Field) -> bool {
+    matches!(field.data_type(), DataType::Struct(_))
+        && ["packed", "lance-encoding:packed"].iter().any(|k| {
+            field
+                .metadata()
+                .get(*k)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        })
 }
 
 fn merge_runs(mut runs: Vec<Range<u64>>) -> Vec<Range<u64>> {

@@ -163,6 +163,16 @@ fn to_array(dt: &DataType, v: Values, ctx: &Ctx) -> Result<ArrayRef> {
             // valid UTF-8 split only at character boundaries.
             return Ok(make_array(unsafe { b.build_unchecked() }));
         }
+        (
+            DataType::Struct(fields),
+            Values::Fixed {
+                bits,
+                data,
+                n: count,
+            },
+        ) => {
+            return packed_struct(fields, bits, &data, count.min(n), ctx);
+        }
         (dt, Values::Fixed { bits, data, .. })
             if byte_width(dt).is_some_and(|w| w * 8 == bits) && *dt != DataType::Boolean =>
         {
@@ -186,6 +196,53 @@ fn to_array(dt: &DataType, v: Values, ctx: &Ctx) -> Result<ArrayRef> {
         .build()
         .map_err(|e| ctx.corrupt(format!("decoded values do not form a valid array: {e}")))?;
     Ok(make_array(data))
+}
+
+/// A packed struct's rows (`bits` each: the children's fixed-width values
+/// side by side) split into its children.
+fn packed_struct(
+    fields: &arrow_schema::Fields,
+    bits: u64,
+    data: &[u8],
+    n: usize,
+    ctx: &Ctx,
+) -> Result<ArrayRef> {
+    let widths: Vec<usize> = fields
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Boolean => None,
+            dt => byte_width(dt).map(|w| w as usize),
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| ctx.unsupported("packed struct with a child that is not fixed-width"))?;
+    let row: usize = widths.iter().sum();
+    if row as u64 * 8 != bits || data.len() < row * n {
+        return Err(ctx.corrupt(format!(
+            "packed struct rows of {bits} bits; its children take {} bits",
+            row * 8
+        )));
+    }
+    let mut children: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+    let mut at = 0usize;
+    for (f, w) in fields.iter().zip(&widths) {
+        let mut buf = Vec::with_capacity(n * w);
+        for r in 0..n {
+            buf.extend_from_slice(&data[r * row + at..r * row + at + w]);
+        }
+        at += w;
+        let child = ArrayDataBuilder::new(f.data_type().clone())
+            .len(n)
+            .add_buffer(Buffer::from_vec(buf))
+            .align_buffers(true)
+            .build()
+            .map_err(|e| ctx.corrupt(format!("packed struct child '{}': {e}", f.name())))?;
+        children.push(make_array(child));
+    }
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        children,
+        None,
+    )?))
 }
 
 /// Checks variable-width values before they become an array: `n + 1`
@@ -572,7 +629,7 @@ impl Inner {
             let dt = node.field.data_type();
             let ctx = self.ctx_named(node);
             match dt {
-                DataType::Struct(fields) => {
+                DataType::Struct(fields) if node.column == NO_COLUMN => {
                     if node.children.is_empty() {
                         let n = sel_len(&sel) as usize;
                         let a = StructArray::new_empty_fields(n, None);

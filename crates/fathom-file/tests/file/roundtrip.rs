@@ -419,3 +419,28 @@ fn zone_statistics() {
         );
     });
 }
+
+/// A struct marked packed is refused by the 2.1+ writer (it would write
+/// the children as columns, which readers of a packed struct misread).
+#[test]
+fn packed_structs_are_refused_on_write() {
+    let child = arrow_schema::Fields::from(vec![Field::new("a", DataType::Int32, false)]);
+    let f = Field::new("s", DataType::Struct(child), true).with_metadata(
+        [("packed".to_string(), "true".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let schema = Schema::new(vec![f]);
+    let err = fathom_file::FileWriter::try_new(
+        memory(),
+        "p.lance".into(),
+        &schema,
+        FileWriterOptions {
+            version: fathom_file::FileVersion::V2_2,
+            ..Default::default()
+        },
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("'s'"), "{err}");
+}
