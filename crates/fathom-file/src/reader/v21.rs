@@ -28,6 +28,9 @@ use crate::pb::encodings21 as pb;
 
 /// Lance pads the parts of a mini-block chunk to 8 bytes.
 const MINIBLOCK_ALIGN: usize = 8;
+/// Most items a mini-block chunk holds: Lance logs chunk sizes in four
+/// bits (up to 2^15), and a chunk's levels are counted in 16 bits.
+const MAX_CHUNK_ITEMS: u64 = 1 << 16;
 /// Values per bit-packing block.
 const PACK_BLOCK: usize = 1024;
 
@@ -1578,9 +1581,18 @@ pub(crate) fn chunk_index(mb: &MiniBlock, meta: &[u8], ctx: &Ctx) -> Result<Vec<
         let len = ((w >> 4) as u64 + 1) * MINIBLOCK_ALIGN as u64;
         let log = w & 0xF;
         let items = if i + 1 == words.len() {
-            mb.num_items
+            let last = mb
+                .num_items
                 .checked_sub(item)
-                .ok_or_else(|| ctx.corrupt("mini-block chunks hold more items than the page"))?
+                .ok_or_else(|| ctx.corrupt("mini-block chunks hold more items than the page"))?;
+            // A last chunk past that means a damaged item count (and
+            // buffers would be sized from it).
+            if last > MAX_CHUNK_ITEMS {
+                return Err(ctx.corrupt(format!(
+                    "mini-block last chunk of {last} items (at most {MAX_CHUNK_ITEMS})"
+                )));
+            }
+            last
         } else {
             if log == 0 {
                 return Err(ctx.corrupt(format!("mini-block chunk {i} claims 1 value with log 0")));
