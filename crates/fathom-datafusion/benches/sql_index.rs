@@ -330,7 +330,7 @@ async fn main() {
         "scalar index benchmark: {rows} rows, local disk, warm cache, medians of 3 alternating blocks of {runs} runs"
     );
     println!(
-        "{:<40} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12} {:>10}",
+        "{:<40} {:>9} {:>9} {:>9} {:>8} {:>11} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
         "query",
         "index ms",
         "scan ms",
@@ -339,8 +339,12 @@ async fn main() {
         "index/scan",
         "index/parq",
         "ours/pylance",
-        "exec only"
+        "exec only",
+        "cached ms",
+        "cached/py",
+        "exec/py"
     );
+    let cache = fathom_datafusion::PlanCache::new(64);
     for (i, (label, q, _, _)) in queries.iter().enumerate() {
         let (tq, fq, pq) = (
             q.replace("{}", "t"),
@@ -375,10 +379,12 @@ async fn main() {
         let (_, pt) = time_pair(&ctx, &tq, &pq, runs).await;
         // Execution alone (plans made once): index path over full scan.
         let (ie, fe) = common::time_pair_exec(&ctx, &tq, &fq, runs).await;
-        let vs_py = pylance
-            .as_ref()
-            .and_then(|r| r.queries.get(i).copied())
-            .map_or("n/a".to_string(), |py| format!("{:.3}", it / py));
+        // Through a plan cache: the query planned once, run again.
+        let cached = common::time_cached(&ctx, &cache, &tq, runs).await;
+        let py = pylance.as_ref().and_then(|r| r.queries.get(i).copied());
+        let ratio = |ours: f64| py.map_or("n/a".to_string(), |py| format!("{:.3}", ours / py));
+        let vs_py = ratio(it);
+        let (cached_py, exec_py) = (ratio(cached), ratio(ie));
         let mut api_line = None;
         if queries[i].3 == "count" {
             // The SQL-free count (FathomTable::count_rows), pylance's peer.
@@ -406,7 +412,7 @@ async fn main() {
             ));
         }
         println!(
-            "{label:<40} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3}",
+            "{label:<40} {it:>9.2} {ft:>9.2} {pt:>9.2} {n1:>8} {:>11.3} {:>12.3} {vs_py:>12} {:>10.3} {cached:>10.3} {cached_py:>10} {exec_py:>10}",
             it / ft,
             it / pt,
             ie / fe
@@ -416,7 +422,9 @@ async fn main() {
         }
     }
     println!(
-        "(exec only: index/scan ratio of executing plans made once, SQL parsing and planning left out)"
+        "(exec only: index/scan ratio of executing plans made once, SQL parsing and planning left out; \
+         cached: end to end through fathom_datafusion::PlanCache, the plan made once and reused; \
+         exec/py: executing the plan made once, over pylance's whole call)"
     );
     println!("index builds (ms, bytes):");
     for (i, (what, ms, size)) in builds.iter().enumerate() {

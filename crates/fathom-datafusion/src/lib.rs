@@ -13,6 +13,8 @@
 //! - [`fts`]: `fts('t', 'body', 'quick fox')`, BM25-ranked full-text
 //!   search with a `_score` column; `ORDER BY _score DESC LIMIT k` is a
 //!   top-k search ([`fts::FtsRule`]).
+//! - [`PlanCache`]: a query run again reuses its physical plan while the
+//!   tables' versions and the session's options are unchanged.
 //! - [`IndexCountRule`]: `COUNT(*)` (grouped by a bitmap-indexed column or
 //!   not) from index row sets, no rows read; [`with_fathom_rules`] adds it.
 //!
@@ -35,6 +37,7 @@ pub mod fts;
 mod index_expr;
 pub mod knn;
 pub mod plan;
+mod plan_cache;
 mod provider;
 mod pruning;
 pub mod sql;
@@ -55,6 +58,7 @@ pub use count_rule::IndexCountRule;
 pub use error::to_df;
 pub use factory::{FathomTableFactory, open_table};
 pub use index_expr::{ColumnIndex, IndexExpr};
+pub use plan_cache::{PlanCache, PlanCacheStats};
 pub use provider::{FathomTable, TableOptions, TableState};
 pub use udtf::LanceTableFunction;
 pub use util::{storage_schema, storage_type, to_storage};

@@ -125,6 +125,25 @@ pub async fn time_pair(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (
     .await
 }
 
+/// Median of running SQL `q` end to end through a plan cache (its plan
+/// made by a first, untimed run and reused while the table is unchanged).
+#[allow(dead_code)]
+pub async fn time_cached(
+    ctx: &SessionContext,
+    cache: &fathom_datafusion::PlanCache,
+    q: &str,
+    runs: usize,
+) -> f64 {
+    std::hint::black_box(cache.sql(ctx, q).await.unwrap());
+    let mut ts = Vec::with_capacity(3 * runs);
+    for _ in 0..3 * runs {
+        let t = Instant::now();
+        std::hint::black_box(cache.sql(ctx, q).await.unwrap());
+        ts.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    median(ts)
+}
+
 /// Medians of executing the physical plans of `a` and `b` (planned once):
 /// execution alone, without SQL parsing and planning (see [`blocks`]).
 pub async fn time_pair_exec(ctx: &SessionContext, a: &str, b: &str, runs: usize) -> (f64, f64) {

@@ -9,6 +9,7 @@ mod counts;
 mod flat;
 mod fts;
 mod indexes;
+mod plan_cache;
 mod pylance_compaction;
 mod pylance_fts;
 mod pylance_stable;
