@@ -24,6 +24,10 @@
 //! placeholders or variables; and plans holding dynamic filters, which
 //! DataFusion cannot reset for a second run.
 //!
+//! Functions or optimizer rules registered on the session after a plan
+//! was cached are not noticed (tables are, by name): call
+//! [`PlanCache::clear`] after such changes.
+//!
 //! Before each run the plan's per-execution state is reset with
 //! DataFusion's `reset_plan_states` (hash tables built by joins, top-k
 //! state), the same step recursive queries use to run a plan again.

@@ -406,6 +406,63 @@ async fn verify(ds: Dataset, preds: &[String], after: &str, thorough: bool) {
     }
 }
 
+/// Queries run through a `PlanCache` in a session that lives through a
+/// whole history of changes.
+struct CachedQueries {
+    ctx: SessionContext,
+    cache: fathom_datafusion::PlanCache,
+    preds: Vec<String>,
+}
+
+impl CachedQueries {
+    /// Each predicate's rows and count, twice through the cache, equal the
+    /// live rows of `ds` (the latest version) filtered in a MemTable.
+    async fn check(&self, ds: &Dataset, after: &str) {
+        let live = ds.scan().collect().await.unwrap();
+        let oracle = SessionContext::new();
+        oracle
+            .register_table(
+                "m",
+                Arc::new(MemTable::try_new(live.schema(), vec![vec![live]]).unwrap()),
+            )
+            .unwrap();
+        for pred in &self.preds {
+            let want = ids(
+                &oracle,
+                &format!("SELECT id FROM m WHERE {pred} ORDER BY id"),
+            )
+            .await;
+            for run in 0..2 {
+                for (q, want) in [
+                    (
+                        format!("SELECT id FROM t WHERE {pred} ORDER BY id"),
+                        want.clone(),
+                    ),
+                    (
+                        format!("SELECT count(*)::BIGINT FROM t WHERE {pred}"),
+                        vec![want.len() as i64],
+                    ),
+                ] {
+                    let out = self.cache.sql(&self.ctx, &q).await.unwrap();
+                    let got: Vec<i64> = out[0]
+                        .1
+                        .iter()
+                        .flat_map(|b| {
+                            b.column(0)
+                                .as_any()
+                                .downcast_ref::<arrow_array::Int64Array>()
+                                .unwrap()
+                                .values()
+                                .to_vec()
+                        })
+                        .collect();
+                    assert_eq!(got, want, "cached {q} (run {run}) after {after}");
+                }
+            }
+        }
+    }
+}
+
 /// Every row of a version (all columns, row ids), sorted, as text.
 async fn contents(ds: &Dataset) -> Vec<String> {
     let b = ds.scan().with_row_id().collect().await.unwrap();
@@ -470,6 +527,24 @@ fn long_run_of_changes_equals_full_scans() {
             let mut next = 1000i64;
             let mut ds = start(seq_seed, &mut rng, &params).await;
             let mut history = vec![(ds.version(), contents(&ds).await)];
+            // One session for the whole sequence, its table following the
+            // latest version, its queries through a plan cache: two fixed
+            // predicates, each run twice after every third mutation (the
+            // first run plans again, the second reuses the plan).
+            let cached = CachedQueries {
+                ctx: fathom_datafusion::new_session(None).unwrap(),
+                cache: fathom_datafusion::PlanCache::new(16),
+                preds: (0..2)
+                    .map(|_| predicate().new_tree(&mut runner).unwrap().current())
+                    .collect(),
+            };
+            cached
+                .ctx
+                .register_table(
+                    "t",
+                    Arc::new(FathomTable::new(ds.clone(), TableOptions::default())),
+                )
+                .unwrap();
             let mut recent: Vec<Step> = vec![];
             for i in 0..steps {
                 let mut step = step().new_tree(&mut runner).unwrap().current();
@@ -489,6 +564,9 @@ fn long_run_of_changes_equals_full_scans() {
                 let after =
                     format!("step {i} of sequence {q} (seed {seq_seed}), the last ones {recent:?}");
                 verify(ds.clone(), &preds, &after, false).await;
+                if i % 3 == 2 {
+                    cached.check(&ds, &after).await;
+                }
                 history.push((ds.version(), contents(&ds).await));
                 let (v, want) = &history[rng.random_range(0..history.len())];
                 let old = ds.checkout(*v).await.unwrap();
@@ -498,6 +576,12 @@ fn long_run_of_changes_equals_full_scans() {
                     "version {v} re-read after {after}"
                 );
             }
+            let stats = cached.cache.stats();
+            assert!(
+                stats.hits >= steps / 3,
+                "sequence {q}: {} cached plans used in {steps} steps",
+                stats.hits
+            );
         });
     }
     eprintln!(
