@@ -535,6 +535,10 @@ fn row_entries(
         .collect())
 }
 
+/// Decoded items of a page: values, repetition levels, definition levels
+/// (absent when nothing is null).
+type Decoded = (ArrayRef, Vec<u16>, Option<Vec<u16>>);
+
 /// Cuts the rows `sel` out of decoded levels and values: their entries'
 /// levels and marks and their values. `rows`, when known, is the number of
 /// rows the levels must start; a leading `preamble` (the end of a row begun
@@ -877,6 +881,13 @@ impl Inner {
         let limit = next_list(layers, 0);
         let sorted = sel.windows(2).all(|w| w[0].end <= w[1].start);
         let whole = sel_len(sel) == rows;
+        // Cuts rows out of decoded (values, repetition, definition) levels.
+        let cut = |levels: Decoded, rows: Option<u64>, preamble: bool, sel: &[Range<u64>]| {
+            let (values, rep, def) = levels;
+            cut_rows(
+                values, rep, def, layers, max_rep, limit, rows, preamble, sel, ctx,
+            )
+        };
         let mut parts = Vec::new();
         match page {
             Layout::Mini(mb) if mb.rep_index_stride > 0 && sorted && !whole => {
@@ -890,7 +901,7 @@ impl Inner {
                 )
                 .await?;
                 let mut rest = sel;
-                for ((a, b), (values, rep, def)) in spans.iter().zip(decoded) {
+                for ((a, b), levels) in spans.iter().zip(decoded) {
                     let first = chunk_rows[*a].first;
                     let end = chunk_rows[*b].first + chunk_rows[*b].starts;
                     let n = rest.partition_point(|r| r.end <= end);
@@ -900,30 +911,17 @@ impl Inner {
                         .collect();
                     rest = &rest[n..];
                     let preamble = chunk_rows[*a].preamble;
-                    parts.push(cut_rows(
-                        values, rep, def, layers, max_rep, limit, None, preamble, &here, ctx,
-                    )?);
+                    parts.push(cut(levels, None, preamble, &here)?);
                 }
             }
             Layout::Full(fz) if fz.bufs.len() > 1 && !whole => {
                 let bytes = self.full_rows_bytes(fz, sel, rows, ctx).await?;
-                let (values, rep, def) = self.full_levels(fz, dt, bytes, ctx)?;
+                let levels = self.full_levels(fz, dt, bytes, ctx)?;
                 let n = sel_len(sel);
-                parts.push(cut_rows(
-                    values,
-                    rep,
-                    def,
-                    layers,
-                    max_rep,
-                    limit,
-                    Some(n),
-                    false,
-                    &[0..n],
-                    ctx,
-                )?);
+                parts.push(cut(levels, Some(n), false, &[0..n])?);
             }
             _ => {
-                let (values, rep, def) = match page {
+                let levels = match page {
                     Layout::Mini(mb) => {
                         let chunks = self.mini_index(mb, ctx).await?.len();
                         self.mini_levels(mb, dt, 0..chunks, ctx).await?
@@ -935,18 +933,7 @@ impl Inner {
                     Layout::Constant(c) => self.constant_levels(c, dt, limit, ctx).await?,
                     Layout::Blob(..) => return Err(ctx.unsupported("blob pages of lists")),
                 };
-                parts.push(cut_rows(
-                    values,
-                    rep,
-                    def,
-                    layers,
-                    max_rep,
-                    limit,
-                    Some(rows),
-                    false,
-                    sel,
-                    ctx,
-                )?);
+                parts.push(cut(levels, Some(rows), false, sel)?);
             }
         }
         if parts.len() == 1 {
@@ -1337,7 +1324,7 @@ impl Inner {
         dt: &DataType,
         chunks: Range<usize>,
         ctx: &Ctx<'_>,
-    ) -> Result<(ArrayRef, Vec<u16>, Option<Vec<u16>>)> {
+    ) -> Result<Decoded> {
         let index = self.mini_index(mb, ctx).await?;
         let index = index
             .get(chunks)
@@ -1399,13 +1386,7 @@ impl Inner {
 
     /// Whole rows of a full-zip page with repetition (`b`: their zipped
     /// bytes): values, rep and def levels.
-    fn full_levels(
-        &self,
-        fz: &FullZip,
-        dt: &DataType,
-        b: Bytes,
-        ctx: &Ctx<'_>,
-    ) -> Result<(ArrayRef, Vec<u16>, Option<Vec<u16>>)> {
+    fn full_levels(&self, fz: &FullZip, dt: &DataType, b: Bytes, ctx: &Ctx<'_>) -> Result<Decoded> {
         let cw = fz.cw_bytes();
         let max_visible = v21::max_visible_def(&fz.layers);
         let short = || ctx.corrupt("full-zip page ends inside a value");
@@ -1468,7 +1449,7 @@ impl Inner {
         dt: &DataType,
         _limit: usize,
         ctx: &Ctx<'_>,
-    ) -> Result<(ArrayRef, Vec<u16>, Option<Vec<u16>>)> {
+    ) -> Result<Decoded> {
         let read_levels = |r: Option<Range<u64>>, comp: Option<v21::Comp>| async move {
             let Some(r) = r else {
                 return Ok::<_, Error>(None);

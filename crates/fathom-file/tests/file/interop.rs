@@ -145,30 +145,19 @@ fn read_pylance_files(version: &str) {
             }
             let idx = [n - 1, 0, n / 2, n / 3, 1, n - 2, 1025.min(n - 1)];
             let took = reader.take(&idx, proj).await.unwrap();
-            let pos = arrow_array::UInt32Array::from_iter_values(idx.iter().map(|i| *i as u32));
-            for i in 0..expected.num_columns() {
-                let want = arrow_select::take::take(expected.column(i), &pos, None).unwrap();
-                assert_eq!(
-                    took.column(i),
-                    &want,
-                    "{name} ({version}): take of column {i}"
-                );
-            }
+            same_as_take(&took, &expected, &idx, &format!("{name} ({version}): take"));
             // Many scattered rows (a take that decodes a few chunks of each
             // page, not whole pages), in no order, one twice.
             let mut idx: Vec<u64> = (0..n).step_by(37).collect();
             idx.extend((0..n).rev().step_by(53));
             idx.push(n / 2);
             let took = reader.take(&idx, proj).await.unwrap();
-            let pos = arrow_array::UInt32Array::from_iter_values(idx.iter().map(|i| *i as u32));
-            for i in 0..expected.num_columns() {
-                let want = arrow_select::take::take(expected.column(i), &pos, None).unwrap();
-                assert_eq!(
-                    took.column(i),
-                    &want,
-                    "{name} ({version}): scattered take of column {i}"
-                );
-            }
+            same_as_take(
+                &took,
+                &expected,
+                &idx,
+                &format!("{name} ({version}): scattered take"),
+            );
             if name == "long_lists.lance" {
                 // A take of a few rows reads the chunks (and repetition
                 // index) holding them, not the list pages whole.
@@ -382,4 +371,18 @@ fn pylance_reads_what_we_write_at(version: FileVersion) {
         out.status.success(),
         "pylance could not read our files:\n{text}"
     );
+}
+
+/// `took` holds rows `idx` of `expected`, column by column.
+fn same_as_take(
+    took: &arrow_array::RecordBatch,
+    expected: &arrow_array::RecordBatch,
+    idx: &[u64],
+    what: &str,
+) {
+    let pos = arrow_array::UInt32Array::from_iter_values(idx.iter().map(|i| *i as u32));
+    for i in 0..expected.num_columns() {
+        let want = arrow_select::take::take(expected.column(i), &pos, None).unwrap();
+        assert_eq!(took.column(i), &want, "{what} of column {i}");
+    }
 }
