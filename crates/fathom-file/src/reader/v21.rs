@@ -3,7 +3,7 @@
 //! A 2.1+ page is a *layout* (how values and their repetition/definition
 //! levels are arranged in the page's buffers) over a *compression tree*
 //! (how a run of values is turned into bytes). Parsing resolves both into
-//! the types here; the read path in `structural.rs` plans byte ranges from
+//! the types here; the read path in `structural/` plans byte ranges from
 //! them and calls the decoders below.
 //!
 //! | layout | page buffers | random access |
