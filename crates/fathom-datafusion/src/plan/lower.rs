@@ -216,11 +216,15 @@ fn lower_rows(
     ctx: &LowerContext<'_>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let ds = ctx.dataset;
-    let mut branch: Arc<dyn ExecutionPlan> = Arc::new(ExclusionExec::new(
-        source,
-        ds.clone(),
-        b.exclusions.to_vec(),
-    ));
+    let mut branch: Arc<dyn ExecutionPlan> = if b.exclusions.is_empty() {
+        source
+    } else {
+        Arc::new(ExclusionExec::new(
+            source,
+            ds.clone(),
+            b.exclusions.to_vec(),
+        ))
+    };
     let single_recheck = match b.recheck {
         Some(r) if r.narrow => {
             // Narrow take of the recheck columns (and addresses), rechecked

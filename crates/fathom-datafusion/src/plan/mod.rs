@@ -165,9 +165,20 @@ impl ReevalBranch {
     ) -> datafusion::error::Result<Self> {
         let columns = columns_of_all(snap.table_schema, &filters)?;
         let narrow = !output.is_subset(&columns);
+        // Deletions beat overlays; with no deletion file in the overlaid
+        // fragments (the rows' fragments are among them) there is nothing
+        // to exclude (no node at all).
+        let deleted = snap
+            .facts
+            .overlaid(snap.manifest)
+            .any(|f| f.deletion_file.is_some());
         Ok(ReevalBranch {
             rows,
-            exclusions: vec![ExclusionSource::DeletedRows],
+            exclusions: if deleted {
+                vec![ExclusionSource::DeletedRows]
+            } else {
+                vec![]
+            },
             take: if narrow || filters.is_empty() {
                 output.clone()
             } else {
