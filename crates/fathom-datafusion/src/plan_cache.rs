@@ -154,12 +154,16 @@ impl PlanCache {
             self.inner.lock().unwrap().entries.remove(sql);
         }
         self.inner.lock().unwrap().misses += 1;
-        let Some(entry) = plan_query(ctx, sql).await? else {
-            return run_sql(ctx, sql).await;
+        let (entry, keep) = match plan_query(ctx, sql).await? {
+            Planned::Statement => return run_sql(ctx, sql).await,
+            Planned::Once(entry) => (entry, false),
+            Planned::Cache(entry) => (entry, true),
         };
         let out = collect(entry.plan.clone(), entry.task.clone()).await?;
         let schema = entry.schema.clone();
-        self.insert(sql, entry);
+        if keep {
+            self.insert(sql, entry);
+        }
         Ok(vec![(schema, out)])
     }
 
@@ -205,32 +209,55 @@ impl Entry {
     }
 }
 
-/// Plans `sql` if it is a single query the cache may keep.
-async fn plan_query(ctx: &SessionContext, sql: &str) -> Result<Option<Entry>> {
+/// What planning `sql` gave.
+enum Planned {
+    /// Not a single query: run as `run_sql` does.
+    Statement,
+    /// A query to run once (planned already, not to be kept).
+    Once(Entry),
+    /// A query whose plan the cache may keep.
+    Cache(Entry),
+}
+
+/// Plans `sql` if it is a single query (once: a query that cannot be
+/// cached is not planned again by `run_sql`).
+async fn plan_query(ctx: &SessionContext, sql: &str) -> Result<Planned> {
     if special(sql).is_some() {
-        return Ok(None);
+        return Ok(Planned::Statement);
     }
     let mut statements = DFParser::parse_sql(sql)?;
     if statements.len() != 1 {
-        return Ok(None);
+        return Ok(Planned::Statement);
     }
     let stmt = statements.pop_front().unwrap();
     let DFStatement::Statement(s) = &stmt else {
-        return Ok(None);
+        return Ok(Planned::Statement);
     };
     if !matches!(s.as_ref(), Statement::Query(_)) {
-        return Ok(None);
+        return Ok(Planned::Statement);
     }
     let state = ctx.state();
     let logical = state.statement_to_plan(stmt).await?;
-    let Some(scans) = cacheable_reads(&logical)? else {
-        return Ok(None);
-    };
+    // `SELECT ... INTO` is a query that plans as DDL.
+    if matches!(
+        logical,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+            | LogicalPlan::DescribeTable(_)
+    ) {
+        return Ok(Planned::Statement);
+    }
+    let scans = cacheable_reads(&logical)?;
+    let mut cacheable = scans.is_some();
     // Versions are taken before planning: if a commit lands while the
     // plan is made, the plan may read the newer version, and the older
     // number recorded here only makes the next run plan again.
-    let mut tables = Vec::with_capacity(scans.len());
-    for (name, provider) in scans {
+    let mut tables = Vec::new();
+    for (name, provider) in scans.into_iter().flatten() {
         let t = provider.downcast_ref::<FathomTable>().unwrap();
         let by_name = matches!(
             ctx.table_provider(name.clone()).await,
@@ -239,7 +266,8 @@ async fn plan_query(ctx: &SessionContext, sql: &str) -> Result<Option<Entry>> {
         // A table not found under its name is one a table function made:
         // only a pinned one cannot change behind the plan.
         if !by_name && !t.is_pinned() {
-            return Ok(None);
+            cacheable = false;
+            break;
         }
         let version = t.latest().await?.version();
         tables.push(Read {
@@ -250,17 +278,20 @@ async fn plan_query(ctx: &SessionContext, sql: &str) -> Result<Option<Entry>> {
     }
     let schema = Arc::new(logical.schema().as_arrow().clone());
     let plan = state.create_physical_plan(&logical).await?;
-    if holds_dynamic_filter(&plan)? {
-        return Ok(None);
-    }
-    Ok(Some(Entry {
+    cacheable = cacheable && !holds_dynamic_filter(&plan)?;
+    let entry = Entry {
         plan,
         schema,
         tables,
         config: state.config().options().clone(),
         task: state.task_ctx(),
         used: AtomicU64::new(0),
-    }))
+    };
+    Ok(if cacheable {
+        Planned::Cache(entry)
+    } else {
+        Planned::Once(entry)
+    })
 }
 
 /// A table a query scans: the name it was written as, its provider.
@@ -270,18 +301,6 @@ type Scanned = (TableReference, Arc<dyn TableProvider>);
 /// has nothing that planning binds to the moment (see the module
 /// documentation); `None` if it cannot be cached.
 fn cacheable_reads(plan: &LogicalPlan) -> Result<Option<Vec<Scanned>>> {
-    if matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-            | LogicalPlan::Statement(_)
-            | LogicalPlan::Explain(_)
-            | LogicalPlan::Analyze(_)
-            | LogicalPlan::DescribeTable(_)
-    ) {
-        return Ok(None);
-    }
     let mut reads: Vec<Scanned> = Vec::new();
     let mut ok = true;
     plan.apply_with_subqueries(|node| {
