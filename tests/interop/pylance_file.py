@@ -189,6 +189,23 @@ def write(d, version="2.0"):
         packed = pa.field("s", st.type, metadata={"packed": "true"})
         every.append(("packed_struct", pa.table({"id": pa.array(range(3000)), "s": st},
                                                 schema=pa.schema([pa.field("id", pa.int64()), packed])), None, 700))
+        if version == "2.2":
+            # With a variable-width child, 2.2 packs each row's children
+            # (the string FSST-compressed per value) into one full-zip
+            # value: a variable packed struct. pylance refuses null
+            # children there; null structs are allowed.
+            n = 4000
+            vst = pa.StructArray.from_arrays(
+                [pa.array(range(n), pa.int32()),
+                 pa.array([("name%d " % i) * (i % 6) for i in range(n)]),
+                 pa.array([i * 0.25 for i in range(n)]),
+                 pa.array([bytes([i % 256]) * (i % 40) for i in range(n)], pa.large_binary())],
+                names=["a", "b", "c", "d"],
+                mask=pa.array([i % 9 == 4 for i in range(n)]))
+            vpacked = pa.field("s", vst.type, metadata={"packed": "true"})
+            every.append(("var_packed_struct", pa.table({"id": pa.array(range(n)), "s": vst},
+                                                        schema=pa.schema([pa.field("id", pa.int64()), vpacked])),
+                          None, 900))
     for name, t, page, batch in every:
         kwargs = {"max_page_bytes": page} if page else {}
         path = os.path.join(d, name + ".lance")

@@ -114,6 +114,12 @@ fn encoded_size(arr: &dyn Array) -> usize {
             (o[n] - o[0]) as usize + 8 * n
         }
         DataType::Boolean => n.div_ceil(8),
+        DataType::Struct(_) => arr
+            .as_struct()
+            .columns()
+            .iter()
+            .map(|c| encoded_size(c.as_ref()))
+            .sum(),
         dt => fixed_row_bytes(dt) * n,
     };
     validity + data
@@ -194,7 +200,9 @@ impl ColumnEncoder {
                 pending_bytes: 0,
             });
         }
-        let column = if depth.is_some() && matches!(dt, DataType::Struct(_)) {
+        // 2.1+: a struct marked packed is one leaf column of packed rows.
+        let packed = depth.is_some() && crate::reader::is_packed_struct(&field.to_arrow()?);
+        let column = if depth.is_some() && matches!(dt, DataType::Struct(_)) && !packed {
             NO_COLUMN
         } else {
             *next_column += 1;
@@ -215,7 +223,7 @@ impl ColumnEncoder {
             )));
         }
         Ok(match dt {
-            DataType::Struct(_) => ColumnEncoder::Struct {
+            DataType::Struct(_) if !packed => ColumnEncoder::Struct {
                 column,
                 name: field.name.clone(),
                 rows: 0,
@@ -570,27 +578,30 @@ impl FileWriter {
         opts: FileWriterOptions,
     ) -> Result<Self> {
         let arrow_schema = Arc::new(schema.to_arrow()?);
-        // A struct marked packed must be written as one packed column (as
-        // pylance reads it); this writer writes structs child by child, so
-        // it refuses rather than write a file readers would misread.
-        fn packed(f: &arrow_schema::Field) -> Option<String> {
-            if crate::reader::is_packed_struct(f) {
+        // A struct marked packed is one column of packed rows (2.1+). Inside
+        // a list it would be written child by child, which readers of a
+        // packed struct misread: refused.
+        fn packed_in_list(f: &arrow_schema::Field, in_list: bool) -> Option<String> {
+            if in_list && crate::reader::is_packed_struct(f) {
                 return Some(f.name().clone());
             }
             match f.data_type() {
-                DataType::Struct(fs) => fs.iter().find_map(|c| packed(c)),
+                DataType::Struct(fs) => fs.iter().find_map(|c| packed_in_list(c, in_list)),
                 DataType::List(c) | DataType::LargeList(c) | DataType::FixedSizeList(c, _) => {
-                    packed(c)
+                    packed_in_list(c, true)
                 }
                 _ => None,
             }
         }
         if opts.version.structural()
-            && let Some(name) = arrow_schema.fields().iter().find_map(|f| packed(f))
+            && let Some(name) = arrow_schema
+                .fields()
+                .iter()
+                .find_map(|f| packed_in_list(f, false))
         {
             return Err(Error::invalid(format!(
-                "column '{name}' is a packed struct (field metadata 'packed'); writing packed \
-                 structs is not supported"
+                "column '{name}' is a packed struct (field metadata 'packed') inside a list; \
+                 writing those is not supported"
             )));
         }
         let zone_stats = opts

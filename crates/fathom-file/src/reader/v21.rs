@@ -125,6 +125,25 @@ pub(crate) enum Comp {
         bits: u64,
         len_bits: u64,
     },
+    /// A struct's children side by side in each full-zip value (2.2's
+    /// variable packed struct); the reader splits the rows.
+    VarPacked(Vec<PackedChild>),
+}
+
+/// One child of a variable packed struct: its per-value compression and
+/// how its bytes sit in the row.
+#[derive(Debug, Clone)]
+pub(crate) struct PackedChild {
+    pub(crate) comp: Comp,
+    pub(crate) width: PackedWidth,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PackedWidth {
+    /// A fixed number of bytes.
+    Fixed(usize),
+    /// A little-endian length of this many bytes, then the value.
+    Prefixed(usize),
 }
 
 fn scheme(b: &pb::BufferCompression, path: &str) -> Result<Scheme> {
@@ -322,6 +341,40 @@ impl Comp {
                         ));
                     }
                 }
+            }
+            C::VariablePackedStruct(v) => {
+                use pb::variable_packed_struct::field_encoding::Layout;
+                let mut fields = Vec::with_capacity(v.fields.len());
+                for (i, f) in v.fields.iter().enumerate() {
+                    let comp = match &f.value {
+                        Some(c) => Comp::from_pb(c, path, depth + 1)?,
+                        None => {
+                            return Err(Error::corrupt(
+                                path,
+                                format!("packed struct child {i} lacks its compression"),
+                            ));
+                        }
+                    };
+                    let width = match f.layout {
+                        Some(Layout::BitsPerValue(b)) if b > 0 && b % 8 == 0 && b <= 1 << 20 => {
+                            PackedWidth::Fixed((b / 8) as usize)
+                        }
+                        Some(Layout::BitsPerLength(b @ (32 | 64))) => {
+                            PackedWidth::Prefixed((b / 8) as usize)
+                        }
+                        other => {
+                            return Err(Error::corrupt(
+                                path,
+                                format!("packed struct child {i} has layout {other:?}"),
+                            ));
+                        }
+                    };
+                    fields.push(PackedChild { comp, width });
+                }
+                if fields.is_empty() {
+                    return Err(Error::corrupt(path, "packed struct without children"));
+                }
+                Comp::VarPacked(fields)
             }
         })
     }
@@ -1401,6 +1454,7 @@ impl Comp {
                 let mut v = vec![b];
                 self.decode_chunk(&mut v, n, ctx)
             }
+            Comp::VarPacked(_) => Err(ctx.unsupported("variable packed struct as a block")),
             Comp::Rle { bits, len_bits } => {
                 // [u64 bytes of values][values][run lengths]
                 let bad = || ctx.corrupt("run-length block shorter than its header");
@@ -1426,7 +1480,8 @@ impl Comp {
         match self {
             Comp::Flat { general: None, .. }
             | Comp::Fsl { .. }
-            | Comp::Variable { general: None, .. } => Ok(b),
+            | Comp::Variable { general: None, .. }
+            | Comp::VarPacked(_) => Ok(b),
             Comp::Fsst { table, .. } => {
                 let (_, data) = table.decode(&[0, b.len() as u64], &b, ctx)?;
                 Ok(data)
@@ -1436,7 +1491,7 @@ impl Comp {
         }
     }
 
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Comp::Flat { .. } => "flat values",
             Comp::Variable { .. } => "variable-width values",
@@ -1448,6 +1503,7 @@ impl Comp {
             Comp::Fsl { .. } => "fixed-size list",
             Comp::ByteStreamSplit { .. } => "byte-stream split",
             Comp::Rle { .. } => "run-length encoding",
+            Comp::VarPacked(_) => "variable packed struct",
         }
     }
 }

@@ -358,6 +358,33 @@ fn pylance_reads_what_we_write_at(version: FileVersion) {
                 "ours_wide {version:?}: take of column {i}"
             );
         }
+        if version != FileVersion::V2_0 {
+            // Packed structs (one column of packed rows), null structs
+            // among them: fixed-width children at 2.1+, and at 2.2 a
+            // string and a large binary child too.
+            let batches = packed_structs(version == FileVersion::V2_2, 2500);
+            let opts = FileWriterOptions {
+                page_size_bytes: 30_000,
+                version,
+                ..Default::default()
+            };
+            write_file(&store, "ours_packed.lance", &batches, opts).await;
+            write_ipc(&dir.path().join("ours_packed.arrow"), &batches);
+            let reader = FileReader::open(
+                store.clone(),
+                Path::from("ours_packed.lance"),
+                None,
+                FileReaderOptions::default(),
+            )
+            .await
+            .unwrap();
+            let all = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+            let got = reader.read_range(0..reader.num_rows(), None).await.unwrap();
+            assert_eq!(got, all, "ours_packed {version:?}");
+            let idx = [2499u64, 0, 1234, 7, 600];
+            let took = reader.take(&idx, None).await.unwrap();
+            same_as_take(&took, &all, &idx, &format!("ours_packed {version:?}: take"));
+        }
     });
     let out = Command::new(&py)
         .arg(script())
@@ -371,6 +398,73 @@ fn pylance_reads_what_we_write_at(version: FileVersion) {
         out.status.success(),
         "pylance could not read our files:\n{text}"
     );
+}
+
+/// Batches of an id and a struct column marked packed (every ninth row a
+/// null struct); `variable` adds string and large binary children.
+pub fn packed_structs(variable: bool, n: usize) -> Vec<RecordBatch> {
+    use arrow_array::{
+        Array, ArrayRef, Float64Array, Int32Array, Int64Array, LargeBinaryArray, StringArray,
+        StructArray, UInt8Array,
+    };
+    let mut children: Vec<(Arc<Field>, ArrayRef)> = vec![
+        (
+            Arc::new(Field::new("a", DataType::Int32, true)),
+            Arc::new(Int32Array::from_iter_values((0..n as i32).map(|i| i * 3))),
+        ),
+        (
+            Arc::new(Field::new("b", DataType::Float64, true)),
+            Arc::new(Float64Array::from_iter_values(
+                (0..n).map(|i| i as f64 / 4.0),
+            )),
+        ),
+        (
+            Arc::new(Field::new("c", DataType::UInt8, true)),
+            Arc::new(UInt8Array::from_iter_values(
+                (0..n).map(|i| (i % 251) as u8),
+            )),
+        ),
+    ];
+    if variable {
+        children.insert(
+            1,
+            (
+                Arc::new(Field::new("s", DataType::Utf8, true)),
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("name{i} ").repeat(i % 7)),
+                )),
+            ),
+        );
+        children.push((
+            Arc::new(Field::new("d", DataType::LargeBinary, true)),
+            Arc::new(LargeBinaryArray::from_iter_values(
+                (0..n).map(|i| vec![(i % 256) as u8; i % 45]),
+            )),
+        ));
+    }
+    let valid: arrow_buffer::NullBuffer = (0..n).map(|i| i % 9 != 4).collect();
+    let st = StructArray::from((children, valid.into_inner().into_inner()));
+    let field = Field::new("p", st.data_type().clone(), true).with_metadata(
+        [("packed".to_string(), "true".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        field,
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(st),
+        ],
+    )
+    .unwrap();
+    (0..n)
+        .step_by(700)
+        .map(|s| batch.slice(s, 700.min(n - s)))
+        .collect()
 }
 
 /// `took` holds rows `idx` of `expected`, column by column.

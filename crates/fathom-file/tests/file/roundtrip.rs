@@ -420,21 +420,63 @@ fn zone_statistics() {
     });
 }
 
-/// A struct marked packed is refused by the 2.1+ writer (it would write
-/// the children as columns, which readers of a packed struct misread).
+/// Packed structs the writer cannot lay out as Lance does are refused
+/// with an error naming the column or child: a variable-width child at 2.1
+/// (Lance has no such encoding before 2.2), a null child value under a
+/// valid row (Lance's packed structs store none), a packed struct in a list.
 #[test]
-fn packed_structs_are_refused_on_write() {
-    let child = arrow_schema::Fields::from(vec![Field::new("a", DataType::Int32, false)]);
-    let f = Field::new("s", DataType::Struct(child), true).with_metadata(
-        [("packed".to_string(), "true".to_string())]
-            .into_iter()
-            .collect(),
+fn packed_structs_lance_cannot_store_are_refused() {
+    use arrow_array::{ArrayRef, Int32Array, StructArray};
+    let packed = |f: Field| {
+        f.with_metadata(
+            [("packed".to_string(), "true".to_string())]
+                .into_iter()
+                .collect(),
+        )
+    };
+    let write = |batch: RecordBatch, version| {
+        runtime().block_on(async {
+            let mut w = fathom_file::FileWriter::try_new(
+                memory(),
+                "p.lance".into(),
+                &batch.schema(),
+                FileWriterOptions {
+                    version,
+                    ..Default::default()
+                },
+            )?;
+            w.write_batch(&batch).await?;
+            w.finish().await.map(|_| ())
+        })
+    };
+    let var = crate::interop::packed_structs(true, 50);
+    let err = write(var[0].clone(), fathom_file::FileVersion::V2_1).unwrap_err();
+    assert!(err.to_string().contains("2.1"), "{err}");
+    write(var[0].clone(), fathom_file::FileVersion::V2_2).unwrap();
+
+    let st = StructArray::from(vec![(
+        Arc::new(Field::new("a", DataType::Int32, true)),
+        Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])) as ArrayRef,
+    )]);
+    let schema = Arc::new(Schema::new(vec![packed(Field::new(
+        "s",
+        st.data_type().clone(),
+        true,
+    ))]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(st)]).unwrap();
+    let err = write(batch, fathom_file::FileVersion::V2_2).unwrap_err();
+    assert!(err.to_string().contains("'a' holds nulls"), "{err}");
+
+    let st = DataType::Struct(vec![Field::new("t", DataType::Utf8, true)].into());
+    let list = Field::new(
+        "l",
+        DataType::List(Arc::new(packed(Field::new("item", st, true)))),
+        true,
     );
-    let schema = Schema::new(vec![f]);
     let err = fathom_file::FileWriter::try_new(
         memory(),
         "p.lance".into(),
-        &schema,
+        &Schema::new(vec![list]),
         FileWriterOptions {
             version: fathom_file::FileVersion::V2_2,
             ..Default::default()
@@ -442,5 +484,5 @@ fn packed_structs_are_refused_on_write() {
     )
     .err()
     .expect("refused");
-    assert!(err.to_string().contains("'s'"), "{err}");
+    assert!(err.to_string().contains("inside a list"), "{err}");
 }

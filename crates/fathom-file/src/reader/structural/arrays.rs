@@ -147,6 +147,108 @@ pub(super) fn packed_struct(
     )?))
 }
 
+/// A variable packed struct's rows (`offsets` into `data`, one per row)
+/// split into its children: each child takes its fixed width, or a
+/// little-endian length and that many bytes (compressed per value). An
+/// empty row is a null struct (it has no bytes); its children get
+/// placeholder values under the struct's null.
+pub(super) fn var_packed_struct(
+    fields: &arrow_schema::Fields,
+    children: &[v21::PackedChild],
+    offsets: &[u64],
+    data: &Bytes,
+    ctx: &Ctx,
+) -> Result<ArrayRef> {
+    use v21::PackedWidth;
+    if fields.len() != children.len() {
+        return Err(ctx.corrupt(format!(
+            "packed struct of {} children; the schema has {}",
+            children.len(),
+            fields.len()
+        )));
+    }
+    let n = offsets.len().saturating_sub(1);
+    // Per child: fixed bytes, or (end offsets, bytes).
+    let mut fixed: Vec<Vec<u8>> = vec![Vec::new(); children.len()];
+    let mut var: Vec<(Vec<u64>, Vec<u8>)> = vec![(vec![0], Vec::new()); children.len()];
+    let short = || ctx.corrupt("packed struct child runs past its row");
+    for w in offsets.windows(2) {
+        let (s, e) = (w[0] as usize, w[1] as usize);
+        let row = data
+            .get(s..e)
+            .ok_or_else(|| ctx.corrupt("packed struct row past its page's bytes"))?;
+        let mut pos = 0usize;
+        for (i, c) in children.iter().enumerate() {
+            match c.width {
+                PackedWidth::Fixed(w) if row.is_empty() => {
+                    let len = fixed[i].len();
+                    fixed[i].resize(len + w, 0)
+                }
+                PackedWidth::Fixed(w) => {
+                    fixed[i].extend_from_slice(row.get(pos..pos + w).ok_or_else(short)?);
+                    pos += w;
+                }
+                PackedWidth::Prefixed(_) if row.is_empty() => {
+                    let (ends, bytes) = &mut var[i];
+                    ends.push(bytes.len() as u64);
+                }
+                PackedWidth::Prefixed(lb) => {
+                    let mut x = [0u8; 8];
+                    x[..lb].copy_from_slice(row.get(pos..pos + lb).ok_or_else(short)?);
+                    pos += lb;
+                    let len = usize::try_from(u64::from_le_bytes(x)).map_err(|_| short())?;
+                    let end = pos
+                        .checked_add(len)
+                        .filter(|e| *e <= row.len())
+                        .ok_or_else(short)?;
+                    let value = c.comp.decode_value(data.slice(s + pos..s + end), ctx)?;
+                    pos = end;
+                    let (ends, bytes) = &mut var[i];
+                    bytes.extend_from_slice(&value);
+                    ends.push(bytes.len() as u64);
+                }
+            }
+        }
+        if pos != row.len() {
+            return Err(ctx.corrupt("packed struct row holds bytes past its children"));
+        }
+    }
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+    for (i, (f, c)) in fields.iter().zip(children).enumerate() {
+        let values = match c.width {
+            PackedWidth::Fixed(w) => {
+                if !matches!(c.comp, v21::Comp::Flat { general: None, .. }) {
+                    return Err(ctx.unsupported(format!(
+                        "packed struct child '{}' compressed as {}",
+                        f.name(),
+                        c.comp.name()
+                    )));
+                }
+                Values::Fixed {
+                    bits: w as u64 * 8,
+                    data: Bytes::from(std::mem::take(&mut fixed[i])),
+                    n,
+                }
+            }
+            PackedWidth::Prefixed(_) => {
+                let (ends, bytes) = std::mem::take(&mut var[i]);
+                Values::Var {
+                    offsets: ends,
+                    data: Bytes::from(bytes),
+                }
+            }
+        };
+        let child = to_array(f.data_type(), values, ctx)
+            .map_err(|e| ctx.corrupt(format!("packed struct child '{}': {e}", f.name())))?;
+        arrays.push(child);
+    }
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        arrays,
+        None,
+    )?))
+}
+
 /// Checks variable-width values before they become an array: `n + 1`
 /// non-decreasing offsets within `data` and, for strings, UTF-8 (checked
 /// once over all values, SIMD) cut only at character boundaries.

@@ -199,7 +199,7 @@ impl Inner {
             },
         };
         let def = (fz.bits_def > 0).then_some(def);
-        Ok((to_array(dt, values, ctx)?, rep, def))
+        Ok((full_array(fz, dt, values, ctx)?, rep, def))
     }
 
     /// A whole constant page with repetition: values, rep and def levels.
@@ -363,7 +363,7 @@ impl Inner {
         } else {
             None
         };
-        Ok((to_array(dt, values, ctx)?, marks))
+        Ok((full_array(fz, dt, values, ctx)?, marks))
     }
 
     pub(super) async fn read_constant(
@@ -429,6 +429,22 @@ impl Inner {
             }
         };
         Ok((array, marks))
+    }
+}
+
+/// Full-zip values as an array: a variable packed struct's rows are split
+/// into its children.
+fn full_array(fz: &FullZip, dt: &DataType, values: Values, ctx: &Ctx) -> Result<ArrayRef> {
+    match (&fz.values, dt, values) {
+        (
+            v21::Comp::VarPacked(children),
+            DataType::Struct(fields),
+            Values::Var { offsets, data },
+        ) => var_packed_struct(fields, children, &offsets, &data, ctx),
+        (v21::Comp::VarPacked(_), dt, _) => {
+            Err(ctx.corrupt(format!("variable packed struct values for a {dt} column")))
+        }
+        (_, dt, values) => to_array(dt, values, ctx),
     }
 }
 
