@@ -16,7 +16,7 @@
 //! Run: `cargo bench -p fathom-file --bench file_format --profile bench-fast`
 //! (`FATHOM_BENCH_ROWS` changes the row count).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -26,10 +26,11 @@ use arrow_array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use fathom_file::localfs::LocalStore;
 use fathom_file::{FileReader, FileReaderOptions, FileWriter, FileWriterOptions};
 use futures::TryStreamExt;
+use mimalloc::MiMalloc;
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
@@ -45,14 +46,24 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
+        let p = unsafe { MiMalloc.alloc(l) };
         let now = CURRENT.fetch_add(l.size(), Ordering::Relaxed) + l.size();
         PEAK.fetch_max(now, Ordering::Relaxed);
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         CURRENT.fetch_sub(l.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
+        unsafe { MiMalloc.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { MiMalloc.realloc(p, l, new) };
+        if new >= l.size() {
+            let now = CURRENT.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        } else {
+            CURRENT.fetch_sub(l.size() - new, Ordering::Relaxed);
+        }
+        q
     }
 }
 
@@ -282,13 +293,18 @@ fn bench_v22(
         .and_then(|v| v.parse::<usize>().ok())
     {
         let (label, cols, take) = &cases[k];
+        // FATHOM_BENCH_LOOP_RUNS: how many times (200).
+        let times: usize = std::env::var("FATHOM_BENCH_LOOP_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
         let s = Instant::now();
-        for _ in 0..200 {
+        for _ in 0..times {
             measure("py22.lance", cols, *take);
         }
         println!(
             "{label}: {:.2} ms per run",
-            s.elapsed().as_secs_f64() * 1e3 / 200.0 / runs as f64
+            s.elapsed().as_secs_f64() * 1e3 / times as f64 / runs as f64
         );
         // Exiting skips the temporary directory's drop: remove it here.
         std::fs::remove_dir_all(dir).ok();
@@ -364,8 +380,7 @@ fn main() {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new_with_prefix(dir.path()).unwrap());
     let schema = schema();
     let batch_rows = 10_000;
 

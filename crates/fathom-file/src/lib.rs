@@ -17,6 +17,7 @@ pub mod encoding;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod localfs;
 #[doc(hidden)]
 // Generated; public only because fathom-table's generated types refer to it.
 pub mod pb;

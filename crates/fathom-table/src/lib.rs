@@ -20,7 +20,7 @@ pub mod deletion;
 pub mod error;
 pub mod format;
 pub mod frag_reuse;
-pub mod localfs;
+pub use fathom_file::localfs;
 pub mod manifest_io;
 pub mod naming;
 pub mod overlay;

@@ -93,6 +93,15 @@ impl LocalStore {
         Self::default()
     }
 
+    /// A store whose paths are relative to the directory `root` (as
+    /// `LocalFileSystem::new_with_prefix`).
+    pub fn new_with_prefix(root: impl AsRef<std::path::Path>) -> Result<Self> {
+        Ok(LocalStore {
+            inner: LocalFileSystem::new_with_prefix(root)?,
+            ..Self::default()
+        })
+    }
+
     /// The current mapping of `path` (`None` for a file smaller than
     /// [`MAP_MIN_BYTES`], read in place instead).
     fn mapping(&self, path: &std::path::Path) -> Result<Option<Arc<memmap2::Mmap>>> {
