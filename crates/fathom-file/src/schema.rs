@@ -28,6 +28,16 @@ pub struct LanceField {
     pub children: Vec<LanceField>,
 }
 
+/// Field metadata marking a struct packed (`packed` or
+/// `lance-encoding:packed` set to true).
+pub(crate) fn marked_packed(metadata: &HashMap<String, String>) -> bool {
+    ["packed", "lance-encoding:packed"].iter().any(|k| {
+        metadata
+            .get(*k)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    })
+}
+
 /// A Lance schema: top-level fields plus schema metadata.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LanceSchema {
@@ -190,6 +200,13 @@ pub fn parse_logical_type(s: &str) -> Option<DataType> {
 }
 
 impl LanceField {
+    /// A struct stored packed (field metadata `packed` or
+    /// `lance-encoding:packed` set to true): in 2.1+ files one column of
+    /// packed rows, listed in a data file under the struct's own id.
+    pub fn is_packed_struct(&self) -> bool {
+        self.logical_type == "struct" && marked_packed(&self.metadata)
+    }
+
     /// Builds a field (and its children) from Arrow, taking ids from `next_id`.
     pub fn from_arrow(field: &Field, next_id: &mut i32) -> Result<Self> {
         let logical_type = logical_type(field.data_type()).map_err(|e| {

@@ -104,12 +104,18 @@ pub fn conform_batch(schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> R
 }
 
 /// Field ids a data file lists: every field for 2.0; for 2.1+ only the
-/// fields that have columns (leaves, as Lance lists them).
+/// fields that have columns (leaves and packed structs, as Lance lists
+/// them).
 fn file_ids(schema: &LanceSchema, version: FileVersion) -> Vec<i32> {
     if version == FileVersion::V2_0 {
         return all_ids(schema);
     }
     fn walk(f: &fathom_file::LanceField, out: &mut Vec<i32>) {
+        if f.is_packed_struct() {
+            // One column for the whole struct, listed under its own id.
+            out.push(f.id);
+            return;
+        }
         let parent = f.logical_type == "struct"
             || f.logical_type.starts_with("list")
             || f.logical_type.starts_with("large_list");

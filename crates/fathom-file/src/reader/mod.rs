@@ -148,12 +148,7 @@ fn build_nodes(fields: &[LanceField], next: &mut usize, structural: bool) -> Res
 /// `lance-encoding:packed` set to true).
 pub(crate) fn is_packed_struct(field: &Field) -> bool {
     matches!(field.data_type(), DataType::Struct(_))
-        && ["packed", "lance-encoding:packed"].iter().any(|k| {
-            field
-                .metadata()
-                .get(*k)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        })
+        && crate::schema::marked_packed(field.metadata())
 }
 
 fn merge_runs(mut runs: Vec<Range<u64>>) -> Vec<Range<u64>> {

@@ -92,6 +92,28 @@ fn with_nulls(array: ArrayRef, marks: &Marks) -> Result<ArrayRef> {
     if m.iter().all(|m| *m == 0) {
         return Ok(array);
     }
+    if let Some(st) = array.as_any().downcast_ref::<StructArray>() {
+        // A packed struct (a leaf column): its children are null where it
+        // is, as a struct stored child by child reads.
+        let children = st
+            .columns()
+            .iter()
+            .map(|c| with_nulls(c.clone(), marks))
+            .collect::<Result<Vec<_>>>()?;
+        let valid = valid_of(m, 0);
+        let nulls = match st.nulls() {
+            Some(old) => NullBuffer::new(old.inner() & valid.inner()),
+            None => valid,
+        };
+        let DataType::Struct(fields) = st.data_type() else {
+            unreachable!()
+        };
+        return Ok(Arc::new(StructArray::try_new(
+            fields.clone(),
+            children,
+            Some(nulls),
+        )?));
+    }
     let nulls = valid_of(m, 0);
     let nulls = match array.logical_nulls() {
         Some(old) => NullBuffer::new(old.inner() & nulls.inner()),
