@@ -476,3 +476,33 @@ fn dictionary_and_null_columns_both_ways() {
         .count();
     assert!(text.contains(&format!("red {reds}")), "{text}");
 }
+
+/// A dataset of pylance's unstable format 2.3 (a new page layout, planar)
+/// is refused at open with an error naming its version, not misread.
+#[test]
+fn an_unstable_2_3_dataset_is_refused_by_name() {
+    let Some(py) = pylance() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("v23").to_str().unwrap().to_string();
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, lance, pyarrow as pa; \
+             lance.write_dataset(pa.table({'id': list(range(100))}), sys.argv[1], \
+             data_storage_version='2.3')",
+            &uri,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = runtime()
+        .block_on(Dataset::open(&uri))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("2.3") && err.contains("v23"), "{err}");
+}
