@@ -32,6 +32,104 @@ pub fn par_ranges<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Ve
     })
 }
 
+/// Rows of the data a block of [`nearest_rows`] multiplies at once.
+const BLOCK_ROWS: usize = 128;
+
+/// Squared norms of the rows of `c` (row-major, `dim` wide).
+pub fn row_norms(c: &[f32], dim: usize) -> Vec<f32> {
+    c.chunks_exact(dim.max(1)).map(|r| dot(r, r)).collect()
+}
+
+/// For every row of `data` (row-major, `dim` wide): the nearest row of
+/// `c` (`k × dim`, squared norms `c_norms`) and its score, as
+/// [`Centroids::score`] gives it (squared L2, or minus the inner product).
+/// Blocks of rows are multiplied with all of `c` at once
+/// (`|x|² - 2x·c + |c|²`): a cache-blocked matrix product instead of one
+/// distance loop per pair. Rounding can differ from the pairwise loop in
+/// the last bits; ties go to the lower index.
+pub fn nearest_rows(
+    c: &[f32],
+    c_norms: &[f32],
+    dim: usize,
+    data: &[f32],
+    inner_product: bool,
+) -> Vec<(u32, f32)> {
+    let n = data.len() / dim.max(1);
+    nearest_strided(c, c_norms, dim, data, dim, n, inner_product)
+}
+
+/// [`nearest_rows`] over `n` rows of `dim` values that start `stride`
+/// values apart in `data` (sub-vectors of wider rows).
+pub fn nearest_strided(
+    c: &[f32],
+    c_norms: &[f32],
+    dim: usize,
+    data: &[f32],
+    stride: usize,
+    n: usize,
+    inner_product: bool,
+) -> Vec<(u32, f32)> {
+    let k = c_norms.len();
+    assert!(
+        n == 0 || (n - 1) * stride + dim <= data.len(),
+        "rows past the data"
+    );
+    let mut out = Vec::with_capacity(n);
+    if k == 0 || dim == 0 {
+        out.resize(n, (0, f32::INFINITY));
+        return out;
+    }
+    let mut prod = vec![0f32; BLOCK_ROWS * k];
+    for start in (0..n).step_by(BLOCK_ROWS) {
+        let rows = BLOCK_ROWS.min(n - start);
+        let x = &data[start * stride..(start + rows - 1) * stride + dim];
+        // prod (rows × k) = x (rows × dim) · cᵀ (dim × k).
+        // SAFETY: the strides describe `x`, `c` and `prod` within their
+        // lengths: x holds rows of dim values `stride` apart (checked
+        // above), c is k × dim row-major (read as its transpose), prod
+        // holds rows × k.
+        unsafe {
+            matrixmultiply::sgemm(
+                rows,
+                dim,
+                k,
+                1.0,
+                x.as_ptr(),
+                stride as isize,
+                1,
+                c.as_ptr(),
+                1,
+                dim as isize,
+                0.0,
+                prod.as_mut_ptr(),
+                k as isize,
+                1,
+            );
+        }
+        for (i, p) in prod[..rows * k].chunks_exact(k).enumerate() {
+            let mut best = (0u32, f32::INFINITY);
+            if inner_product {
+                for (j, d) in p.iter().enumerate() {
+                    if -d < best.1 {
+                        best = (j as u32, -d);
+                    }
+                }
+            } else {
+                for (j, (d, cn)) in p.iter().zip(c_norms).enumerate() {
+                    let s = cn - 2.0 * d;
+                    if s < best.1 {
+                        best = (j as u32, s);
+                    }
+                }
+                let v = &x[i * stride..i * stride + dim];
+                best.1 = (best.1 + dot(v, v)).max(0.0);
+            }
+            out.push(best);
+        }
+    }
+    out
+}
+
 /// Trained centroids, row-major `k × dim`.
 #[derive(Debug, Clone)]
 pub struct Centroids {
@@ -87,9 +185,18 @@ impl Centroids {
     /// The nearest centroid of every row of `data` (row-major), in parallel.
     pub fn assign(&self, data: &[f32]) -> Vec<u32> {
         let n = data.len() / self.dim;
+        let norms = row_norms(&self.data, self.dim);
         par_ranges(n, |r| {
-            r.map(|i| self.nearest(&data[i * self.dim..(i + 1) * self.dim]).0 as u32)
-                .collect::<Vec<_>>()
+            nearest_rows(
+                &self.data,
+                &norms,
+                self.dim,
+                &data[r.start * self.dim..r.end * self.dim],
+                self.inner_product,
+            )
+            .into_iter()
+            .map(|(j, _)| j)
+            .collect::<Vec<_>>()
         })
         .concat()
     }
@@ -167,13 +274,21 @@ pub fn train(
     let mut loss = 0.0;
     for _ in 0..max_iters.max(1) {
         // Assign and accumulate sums per thread, then reduce.
+        let norms = row_norms(&c.data, dim);
         let parts = par_ranges(n, |r| {
             let mut sums = vec![0f64; k * dim];
             let mut counts = vec![0usize; k];
             let mut loss = 0f64;
-            for i in r {
+            let near = nearest_rows(
+                &c.data,
+                &norms,
+                dim,
+                &data[r.start * dim..r.end * dim],
+                inner_product,
+            );
+            for (i, (j, d)) in r.zip(near) {
+                let j = j as usize;
                 let v = &data[i * dim..(i + 1) * dim];
-                let (j, d) = c.nearest(v);
                 loss += d as f64;
                 counts[j] += 1;
                 for (s, x) in sums[j * dim..(j + 1) * dim].iter_mut().zip(v) {
@@ -227,6 +342,67 @@ pub fn train(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The blocked matrix-product search finds, for every row, a centroid
+    /// whose exact score is the pairwise minimum (up to rounding), for
+    /// L2 and inner product, whole rows and strided sub-vectors, partial
+    /// last blocks included.
+    #[test]
+    fn blocked_nearest_equals_pairwise() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for (dim, k, n) in [(128, 256, 300), (8, 256, 1000), (3, 5, 129), (16, 1, 7)] {
+            let c: Vec<f32> = (0..k * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let data: Vec<f32> = (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+            for ip in [false, true] {
+                let cs = Centroids {
+                    dim,
+                    data: c.clone(),
+                    inner_product: ip,
+                };
+                let got = nearest_rows(&c, &row_norms(&c, dim), dim, &data, ip);
+                assert_eq!(got.len(), n);
+                for (i, (j, d)) in got.iter().enumerate() {
+                    let v = &data[i * dim..(i + 1) * dim];
+                    let (_, best) = cs.nearest(v);
+                    let mine = cs.score(v, *j as usize);
+                    assert!(
+                        (mine - best).abs() <= 1e-4 * (1.0 + best.abs()),
+                        "{dim} {ip} {i}"
+                    );
+                    assert!(
+                        (d - mine).abs() <= 1e-3 * (1.0 + mine.abs()),
+                        "{dim} {ip} {i}: {d} {mine}"
+                    );
+                }
+            }
+            // Sub-vector 1 of rows two sub-vectors wide.
+            if n > 1 {
+                let rows = n / 2;
+                let got = nearest_strided(
+                    &c,
+                    &row_norms(&c, dim),
+                    dim,
+                    &data[dim..],
+                    2 * dim,
+                    rows,
+                    false,
+                );
+                let cs = Centroids {
+                    dim,
+                    data: c.clone(),
+                    inner_product: false,
+                };
+                for (i, (j, _)) in got.iter().enumerate() {
+                    let v = &data[(2 * i + 1) * dim..(2 * i + 2) * dim];
+                    let (_, best) = cs.nearest(v);
+                    assert!(
+                        (cs.score(v, *j as usize) - best).abs() <= 1e-4 * (1.0 + best),
+                        "{i}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn separates_clusters() {

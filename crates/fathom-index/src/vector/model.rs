@@ -3,7 +3,7 @@
 //! lance-index-bytes.md sections 2.3, 2.4).
 
 use super::distance::{Metric, dot, l2_squared, normalize};
-use super::kmeans::{Centroids, par_ranges, train};
+use super::kmeans::{Centroids, nearest_rows, nearest_strided, par_ranges, row_norms, train};
 use crate::error::{Error, Result};
 
 /// The vector index kinds.
@@ -251,40 +251,71 @@ impl Model {
         let dim = self.dim;
         let n = data.len() / dim;
         let w = self.code_width();
+        let norms = row_norms(&self.centroids.data, dim);
+        // Per sub-vector: its codebook and the codes' squared norms.
+        let books: Vec<(&[f32], Vec<f32>)> = match &self.quantizer {
+            Quantizer::Pq { m, codebook } => {
+                let sub = dim / m;
+                codebook
+                    .chunks_exact(PQ_CODES * sub)
+                    .map(|b| (b, row_norms(b, sub)))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        // Rows encoded at once (bounds the residual buffer).
+        const STEP: usize = 4096;
         let parts = par_ranges(n, |r| {
             let mut parts = Vec::with_capacity(r.len());
             let mut codes = Vec::with_capacity(r.len() * w);
-            let mut resid = vec![0f32; dim];
-            for i in r {
-                let v = &data[i * dim..(i + 1) * dim];
-                let (p, _) = self.centroids.nearest(v);
-                parts.push(p as u32);
+            let mut resid = Vec::new();
+            for s in r.clone().step_by(STEP) {
+                let e = (s + STEP).min(r.end);
+                let x = &data[s * dim..e * dim];
+                let near = nearest_rows(
+                    &self.centroids.data,
+                    &norms,
+                    dim,
+                    x,
+                    self.centroids.inner_product,
+                );
+                let first = parts.len();
+                parts.extend(near.iter().map(|(p, _)| *p));
                 match &self.quantizer {
                     Quantizer::Flat => {}
                     Quantizer::Sq { start, end } => {
-                        codes.extend(v.iter().map(|x| sq_code(*x, *start, *end)));
+                        codes.extend(x.iter().map(|v| sq_code(*v, *start, *end)));
                     }
-                    Quantizer::Pq { m, codebook } => {
+                    Quantizer::Pq { m, .. } => {
                         let src: &[f32] = if self.metric == Metric::Dot {
-                            v
+                            x
                         } else {
-                            for ((r, x), c) in resid.iter_mut().zip(v).zip(self.centroids.row(p)) {
-                                *r = x - c;
+                            resid.clear();
+                            resid.extend_from_slice(x);
+                            for (row, p) in resid.chunks_exact_mut(dim).zip(&parts[first..]) {
+                                for (v, c) in row.iter_mut().zip(self.centroids.row(*p as usize)) {
+                                    *v -= c;
+                                }
                             }
                             &resid
                         };
                         let sub = dim / m;
-                        for j in 0..*m {
-                            let x = &src[j * sub..(j + 1) * sub];
-                            let book = &codebook[j * PQ_CODES * sub..(j + 1) * PQ_CODES * sub];
-                            let mut best = (0usize, f32::INFINITY);
-                            for c in 0..PQ_CODES {
-                                let d = l2_squared(x, &book[c * sub..(c + 1) * sub]);
-                                if d < best.1 {
-                                    best = (c, d);
-                                }
+                        let rows = e - s;
+                        let at = codes.len();
+                        codes.resize(at + rows * m, 0);
+                        for (j, (book, book_norms)) in books.iter().enumerate() {
+                            let near = nearest_strided(
+                                book,
+                                book_norms,
+                                sub,
+                                &src[j * sub..],
+                                dim,
+                                rows,
+                                false,
+                            );
+                            for (i, (c, _)) in near.into_iter().enumerate() {
+                                codes[at + i * m + j] = c as u8;
                             }
-                            codes.push(best.0 as u8);
                         }
                     }
                 }
