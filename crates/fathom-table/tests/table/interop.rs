@@ -501,8 +501,7 @@ fn an_unstable_2_3_dataset_is_refused_by_name() {
     );
     let err = runtime()
         .block_on(Dataset::open(&uri))
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(err.contains("2.3") && err.contains("v23"), "{err}");
 }
