@@ -174,9 +174,10 @@ pub(super) fn var_packed_struct(
     let short = || ctx.corrupt("packed struct child runs past its row");
     for w in offsets.windows(2) {
         let (s, e) = (w[0] as usize, w[1] as usize);
-        let row = data
-            .get(s..e)
-            .ok_or_else(|| ctx.corrupt("packed struct row past its page's bytes"))?;
+        if s > e || e > data.len() {
+            return Err(ctx.corrupt("packed struct row past its page's bytes"));
+        }
+        let row = data.slice(s..e);
         let mut pos = 0usize;
         for (i, c) in children.iter().enumerate() {
             match c.width {
@@ -193,16 +194,8 @@ pub(super) fn var_packed_struct(
                     ends.push(bytes.len() as u64);
                 }
                 PackedWidth::Prefixed(lb) => {
-                    let mut x = [0u8; 8];
-                    x[..lb].copy_from_slice(row.get(pos..pos + lb).ok_or_else(short)?);
-                    pos += lb;
-                    let len = usize::try_from(u64::from_le_bytes(x)).map_err(|_| short())?;
-                    let end = pos
-                        .checked_add(len)
-                        .filter(|e| *e <= row.len())
-                        .ok_or_else(short)?;
-                    let value = c.comp.decode_value(data.slice(s + pos..s + end), ctx)?;
-                    pos = end;
+                    let value = super::full::prefixed(&row, &mut pos, lb, short)?;
+                    let value = c.comp.decode_value(value, ctx)?;
                     let (ends, bytes) = &mut var[i];
                     bytes.extend_from_slice(&value);
                     ends.push(bytes.len() as u64);

@@ -174,17 +174,7 @@ impl Inner {
                 None => {
                     if d == 0 {
                         let lb = fz.length_bits as usize / 8;
-                        let mut x = [0u8; 8];
-                        x[..lb].copy_from_slice(b.get(pos..pos + lb).ok_or_else(short)?);
-                        pos += lb;
-                        let len = u64::from_le_bytes(x) as usize;
-                        let v = b.slice(
-                            pos..pos
-                                .checked_add(len)
-                                .filter(|e| *e <= b.len())
-                                .ok_or_else(short)?,
-                        );
-                        pos += len;
+                        let v = prefixed(&b, &mut pos, lb, short)?;
                         var.extend_from_slice(&fz.values.decode_value(v, ctx)?);
                     }
                     offsets.push(var.len() as u64);
@@ -332,18 +322,7 @@ impl Inner {
                             defs.push(def);
                         }
                         if def == 0 {
-                            let l = b.get(pos..pos + lb).ok_or_else(short)?;
-                            let mut x = [0u8; 8];
-                            x[..lb].copy_from_slice(l);
-                            let len = u64::from_le_bytes(x) as usize;
-                            pos += lb;
-                            let v = b.slice(
-                                pos..pos
-                                    .checked_add(len)
-                                    .filter(|e| *e <= b.len())
-                                    .ok_or_else(short)?,
-                            );
-                            pos += len;
+                            let v = prefixed(b, &mut pos, lb, short)?;
                             out.extend_from_slice(&fz.values.decode_value(v, ctx)?);
                         }
                         offsets.push(out.len() as u64);
@@ -430,6 +409,27 @@ impl Inner {
         };
         Ok((array, marks))
     }
+}
+
+/// The value at `*pos` of `b`: a little-endian length of `lb` bytes, then
+/// that many bytes; `*pos` moves past it. `short` names a value that runs
+/// past `b`.
+pub(super) fn prefixed(
+    b: &Bytes,
+    pos: &mut usize,
+    lb: usize,
+    short: impl Fn() -> Error,
+) -> Result<Bytes> {
+    let mut x = [0u8; 8];
+    x[..lb].copy_from_slice(b.get(*pos..*pos + lb).ok_or_else(&short)?);
+    let start = *pos + lb;
+    let end = usize::try_from(u64::from_le_bytes(x))
+        .ok()
+        .and_then(|len| start.checked_add(len))
+        .filter(|e| *e <= b.len())
+        .ok_or_else(short)?;
+    *pos = end;
+    Ok(b.slice(start..end))
 }
 
 /// Full-zip values as an array: a variable packed struct's rows are split
