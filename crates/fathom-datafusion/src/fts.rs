@@ -45,7 +45,7 @@ use fathom_table::format::IndexMetadata;
 use fathom_table::{Dataset, ROW_ADDR};
 use roaring::RoaringBitmap;
 
-use crate::exec::fts::{FtsExec, FtsSpec};
+use crate::exec::fts::{FtsExec, FtsField, FtsSpec};
 use crate::exec::knn::KnnSegment;
 use crate::knn::{inner_scan, scan_schema, unqualified, winner_columns};
 use crate::provider::FathomTable;
@@ -78,7 +78,7 @@ impl TableFunctionImpl for FtsTableFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let usage = || {
             DataFusionError::Plan(
-                "usage: fts('<table>', '<text column>', '<query>' [, 'OR' | 'AND' | 'PHRASE'])"
+                "usage: fts('<table>', '<text column>[^boost], ...', '<query>' [, 'OR' | 'AND' | 'PHRASE'])"
                     .into(),
             )
         };
@@ -128,24 +128,29 @@ impl TableFunctionImpl for FtsTableFunction {
                 "fts: table '{table}' is not a Lance dataset"
             )));
         };
-        match t
-            .schema()
-            .field_with_name(&column)
-            .map(|f| f.data_type().clone())
-        {
-            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {}
-            Ok(other) => {
-                return Err(DataFusionError::Plan(format!(
-                    "fts: column '{column}' of '{table}' is {other}, not text"
-                )));
-            }
-            Err(_) => {
-                return Err(DataFusionError::Plan(format!(
-                    "fts: table '{table}' has no column named '{column}'"
-                )));
+        let columns =
+            Boosted::parse_list(&column).map_err(|e| DataFusionError::Plan(format!("fts: {e}")))?;
+        for c in &columns {
+            let column = &c.column;
+            match t
+                .schema()
+                .field_with_name(column)
+                .map(|f| f.data_type().clone())
+            {
+                Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {}
+                Ok(other) => {
+                    return Err(DataFusionError::Plan(format!(
+                        "fts: column '{column}' of '{table}' is {other}, not text"
+                    )));
+                }
+                Err(_) => {
+                    return Err(DataFusionError::Plan(format!(
+                        "fts: table '{table}' has no column named '{column}'"
+                    )));
+                }
             }
         }
-        Ok(Arc::new(FtsTable::new(inner, column, query, op, None)))
+        Ok(Arc::new(FtsTable::new(inner, columns, query, op, None)))
     }
 }
 
@@ -153,7 +158,7 @@ impl TableFunctionImpl for FtsTableFunction {
 #[derive(Debug)]
 pub struct FtsTable {
     inner: Arc<dyn TableProvider>,
-    column: String,
+    columns: Vec<Boosted>,
     query: String,
     op: MatchOp,
     /// Best rows wanted (set by [`FtsRule`]); `None`: all matches.
@@ -164,7 +169,7 @@ pub struct FtsTable {
 impl FtsTable {
     pub fn new(
         inner: Arc<dyn TableProvider>,
-        column: String,
+        columns: Vec<Boosted>,
         query: String,
         op: MatchOp,
         k: Option<usize>,
@@ -179,7 +184,7 @@ impl FtsTable {
         FtsTable {
             schema: Arc::new(Schema::new(fields)),
             inner,
-            column,
+            columns,
             query,
             op,
             k,
@@ -189,7 +194,7 @@ impl FtsTable {
     fn with_k(&self, k: usize) -> Self {
         FtsTable::new(
             self.inner.clone(),
-            self.column.clone(),
+            self.columns.clone(),
             self.query.clone(),
             self.op,
             Some(k),
@@ -257,7 +262,7 @@ impl TableProvider for FtsTable {
             (k, l) => k.or(l),
         };
         let search = Search {
-            column: self.column.clone(),
+            columns: self.columns.clone(),
             query: self.query.clone(),
             op: self.op,
         };
@@ -265,12 +270,61 @@ impl TableProvider for FtsTable {
     }
 }
 
-/// A full-text query on one column.
+/// A full-text query on one or more columns.
 #[derive(Debug, Clone)]
 pub struct Search {
-    pub column: String,
+    pub columns: Vec<Boosted>,
     pub query: String,
     pub op: MatchOp,
+}
+
+/// A column searched, and the factor its scores are multiplied by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Boosted {
+    pub column: String,
+    pub boost: f32,
+}
+
+impl Boosted {
+    /// `'title^2, body'`: columns separated by commas, each optionally
+    /// followed by `^` and a positive boost (Elasticsearch's `fields`
+    /// syntax for a multi-match).
+    pub fn parse_list(s: &str) -> std::result::Result<Vec<Boosted>, String> {
+        let mut out: Vec<Boosted> = vec![];
+        for part in s.split(',') {
+            let part = part.trim();
+            let (column, boost) = match part.rsplit_once('^') {
+                Some((c, b)) => {
+                    let boost: f32 = b.trim().parse().map_err(|_| {
+                        format!(
+                            "boost '{}' of column '{}' is not a number",
+                            b.trim(),
+                            c.trim()
+                        )
+                    })?;
+                    if !(boost.is_finite() && boost > 0.0) {
+                        return Err(format!(
+                            "boost of column '{}' must be a positive number, got {boost}",
+                            c.trim()
+                        ));
+                    }
+                    (c.trim(), boost)
+                }
+                None => (part, 1.0),
+            };
+            if column.is_empty() {
+                return Err(format!("empty column name in column list {s:?}"));
+            }
+            if out.iter().any(|b| b.column == column) {
+                return Err(format!("column '{column}' is listed twice"));
+            }
+            out.push(Boosted {
+                column: column.to_string(),
+                boost,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// The inverted index segments on dataset column `column` to search (the
@@ -328,10 +382,6 @@ pub(crate) fn plan_fts(
     k: Option<usize>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let schema = scan_schema(&ds);
-    let column = ds
-        .schema()
-        .index_of(&search.column)
-        .map_err(|_| DataFusionError::Plan(format!("no text column named '{}'", search.column)))?;
     let filters = unqualified(filters)?;
     let names: Vec<String> = out_schema
         .fields()
@@ -339,11 +389,6 @@ pub(crate) fn plan_fts(
         .map(|f| f.name().clone())
         .collect();
     let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
-    let (index, segments) = fts_segments(&ds, column);
-    let mut covered = RoaringBitmap::new();
-    for s in &segments {
-        covered |= s.fragments.as_ref();
-    }
     let addr = schema.index_of(ROW_ADDR)?;
     let prefilter = if filters.is_empty() {
         None
@@ -358,39 +403,56 @@ pub(crate) fn plan_fts(
             &filters,
         )?)
     };
-    let uncovered = ds
-        .fragments()
-        .iter()
-        .any(|f| !covered.contains(f.id as u32));
-    let flat = if uncovered {
-        Some(inner_scan(
-            t,
-            state,
-            &ds,
-            &schema,
-            &move |f| !covered.contains(f as u32),
-            vec![column, addr],
-            &[],
-        )?)
-    } else {
-        None
-    };
+    let mut fields = Vec::with_capacity(search.columns.len());
+    let mut flats = Vec::with_capacity(search.columns.len());
+    for c in &search.columns {
+        let column = ds
+            .schema()
+            .index_of(&c.column)
+            .map_err(|_| DataFusionError::Plan(format!("no text column named '{}'", c.column)))?;
+        let (index, segments) = fts_segments(&ds, column);
+        let mut covered = RoaringBitmap::new();
+        for s in &segments {
+            covered |= s.fragments.as_ref();
+        }
+        let uncovered = ds
+            .fragments()
+            .iter()
+            .any(|f| !covered.contains(f.id as u32));
+        flats.push(if uncovered {
+            Some(inner_scan(
+                t,
+                state,
+                &ds,
+                &schema,
+                &move |f| !covered.contains(f as u32),
+                vec![column, addr],
+                &[],
+            )?)
+        } else {
+            None
+        });
+        fields.push(FtsField {
+            column,
+            column_name: c.column.clone(),
+            boost: c.boost,
+            index,
+            segments,
+        });
+    }
     let spec = FtsSpec {
-        column,
-        column_name: search.column.clone(),
+        fields,
         query: search.query.clone(),
         op: search.op,
         k,
-        index,
     };
     Ok(Arc::new(FtsExec::new(
         ds,
         spec,
-        segments,
         read,
         output_idx,
         prefilter,
-        flat,
+        flats,
         t.index_cache().clone(),
         out_schema,
     )))

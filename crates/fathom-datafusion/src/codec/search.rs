@@ -16,7 +16,7 @@ use fathom_table::Dataset;
 
 use super::wire::{self, node::Kind};
 use super::{bad, dec_dataset, dec_projection, enc_dataset, enc_projection, required};
-use crate::exec::fts::{FtsExec, FtsSpec, SCORE};
+use crate::exec::fts::{FtsExec, FtsField, FtsSpec, SCORE};
 use crate::exec::knn::{KnnExec, KnnSegment, KnnSpec};
 
 fn enc_segments(segs: &[KnnSegment]) -> Result<Vec<wire::KnnSegment>> {
@@ -102,15 +102,27 @@ pub(super) fn encode(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Kind>> {
     if let Some(n) = node.downcast_ref::<FtsExec>() {
         let schema: SchemaRef = n.schema();
         let s = n.spec();
+        let fields = s
+            .fields
+            .iter()
+            .zip(n.has_flat())
+            .map(|(f, has_flat)| {
+                Ok(wire::FtsField {
+                    column: f.column as u32,
+                    column_name: f.column_name.clone(),
+                    boost: f.boost,
+                    index: f.index.clone(),
+                    segments: enc_segments(&f.segments)?,
+                    has_flat,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         return Ok(Some(Kind::Fts(wire::Fts {
             dataset: Some(enc_dataset(n.dataset())),
-            column: s.column as u32,
-            column_name: s.column_name.clone(),
+            fields,
             query: s.query.clone(),
             op: s.op.name().to_string(),
             k: s.k.map(|k| k as u64),
-            index: s.index.clone(),
-            segments: enc_segments(n.segments())?,
             read: Some(enc_projection(n.read())),
             output: n
                 .output_idx()
@@ -118,7 +130,6 @@ pub(super) fn encode(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Kind>> {
                 .map(|i| if *i == SCORE { u32::MAX } else { *i as u32 })
                 .collect(),
             has_prefilter: n.has_prefilter(),
-            has_flat: n.has_flat(),
             schema: Some(schema.as_ref().try_into()?),
         })));
     }
@@ -167,22 +178,41 @@ pub(super) fn dec_fts(
     let ds = dec_dataset(m.dataset)?;
     let read = dec_projection(m.read, &ds)?;
     let schema: Schema = required(m.schema.as_ref(), "fts schema")?.try_into()?;
-    let segments = dec_segments(&ds, m.segments)?;
-    let (prefilter, flat) = children("FtsExec", inputs, m.has_prefilter, m.has_flat)?;
+    if m.fields.is_empty() {
+        return Err(bad("FtsExec needs a column"));
+    }
+    let n = usize::from(m.has_prefilter) + m.fields.iter().filter(|f| f.has_flat).count();
+    if inputs.len() != n {
+        return Err(bad(format!(
+            "FtsExec needs {n} inputs, got {}",
+            inputs.len()
+        )));
+    }
+    let mut it = inputs.iter().cloned();
+    let prefilter = if m.has_prefilter { it.next() } else { None };
+    let mut fields = Vec::with_capacity(m.fields.len());
+    let mut flat = Vec::with_capacity(m.fields.len());
+    for f in m.fields {
+        flat.push(if f.has_flat { it.next() } else { None });
+        fields.push(FtsField {
+            column: f.column as usize,
+            column_name: f.column_name,
+            boost: f.boost,
+            index: f.index,
+            segments: dec_segments(&ds, f.segments)?,
+        });
+    }
     let op = MatchOp::parse(&m.op)
         .ok_or_else(|| bad(format!("unknown full-text operator '{}'", m.op)))?;
     let spec = FtsSpec {
-        column: m.column as usize,
-        column_name: m.column_name,
+        fields,
         query: m.query,
         op,
         k: m.k.map(|k| k as usize),
-        index: m.index,
     };
     Ok(Arc::new(FtsExec::new(
         ds,
         spec,
-        segments,
         read,
         m.output
             .iter()

@@ -316,13 +316,29 @@ pub struct Knn {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
+pub struct FtsField {
+    #[prost(uint32, tag = "1")]
+    pub column: u32,
+    #[prost(string, tag = "2")]
+    pub column_name: String,
+    #[prost(float, tag = "3")]
+    pub boost: f32,
+    #[prost(string, optional, tag = "4")]
+    pub index: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub segments: Vec<KnnSegment>,
+    /// Whether the node has a flat input for this field (inputs: the
+    /// prefilter if any, then the fields' flat inputs in order).
+    #[prost(bool, tag = "6")]
+    pub has_flat: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
 pub struct Fts {
     #[prost(message, optional, tag = "1")]
     pub dataset: Option<Dataset>,
-    #[prost(uint32, tag = "2")]
-    pub column: u32,
-    #[prost(string, tag = "3")]
-    pub column_name: String,
+    #[prost(message, repeated, tag = "2")]
+    pub fields: Vec<FtsField>,
     #[prost(string, tag = "4")]
     pub query: String,
     /// "OR", "AND" or "PHRASE".
@@ -330,10 +346,6 @@ pub struct Fts {
     pub op: String,
     #[prost(uint64, optional, tag = "6")]
     pub k: Option<u64>,
-    #[prost(string, optional, tag = "7")]
-    pub index: Option<String>,
-    #[prost(message, repeated, tag = "8")]
-    pub segments: Vec<KnnSegment>,
     #[prost(message, optional, tag = "9")]
     pub read: Option<Projection>,
     /// Per output column, its position among the columns read
@@ -342,8 +354,6 @@ pub struct Fts {
     pub output: Vec<u32>,
     #[prost(bool, tag = "11")]
     pub has_prefilter: bool,
-    #[prost(bool, tag = "12")]
-    pub has_flat: bool,
     #[prost(message, optional, tag = "13")]
     pub schema: Option<Schema>,
 }

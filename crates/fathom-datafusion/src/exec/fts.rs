@@ -51,19 +51,31 @@ use super::common::single_partition;
 use super::knn::KnnSegment;
 use crate::error::to_df;
 
-/// What a full-text search asks.
+/// One text column a full-text search reads.
 #[derive(Debug, Clone)]
-pub struct FtsSpec {
+pub struct FtsField {
     /// The text column (position in the dataset's schema) and its name.
     pub column: usize,
     pub column_name: String,
-    /// The query text, analyzed as the index's documents are.
+    /// Its scores are multiplied by this (> 0; 1 unless the query says).
+    pub boost: f32,
+    /// The index used (name), if any, and its segments with the current
+    /// fragments each answers for.
+    pub index: Option<String>,
+    pub segments: Vec<KnnSegment>,
+}
+
+/// What a full-text search asks.
+#[derive(Debug, Clone)]
+pub struct FtsSpec {
+    /// The columns searched: a row's score is its best boosted score over
+    /// them (Lance's multi-match); a row matches when any column matches.
+    pub fields: Vec<FtsField>,
+    /// The query text, analyzed as each column's index analyzes documents.
     pub query: String,
     pub op: MatchOp,
     /// Rows wanted (best first); `None`: every matching row.
     pub k: Option<usize>,
-    /// The index used (name), if any.
-    pub index: Option<String>,
 }
 
 /// Where an output column comes from.
@@ -73,13 +85,13 @@ pub const SCORE: usize = usize::MAX;
 pub struct FtsExec {
     dataset: Dataset,
     spec: FtsSpec,
-    segments: Vec<KnnSegment>,
     /// Columns read from the winners (ascending dataset order) and, per
     /// output column, its position there ([`SCORE`]: the score).
     read: Projection,
     output_idx: Vec<usize>,
     prefilter: Option<Arc<dyn ExecutionPlan>>,
-    flat: Option<Arc<dyn ExecutionPlan>>,
+    /// Per field, the scan of the fragments its segments do not cover.
+    flat: Vec<Option<Arc<dyn ExecutionPlan>>>,
     cache: Arc<IndexCache>,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
@@ -91,19 +103,18 @@ impl FtsExec {
     pub fn new(
         dataset: Dataset,
         spec: FtsSpec,
-        segments: Vec<KnnSegment>,
         read: Projection,
         output_idx: Vec<usize>,
         prefilter: Option<Arc<dyn ExecutionPlan>>,
-        flat: Option<Arc<dyn ExecutionPlan>>,
+        flat: Vec<Option<Arc<dyn ExecutionPlan>>>,
         cache: Arc<IndexCache>,
         schema: SchemaRef,
     ) -> Self {
+        assert_eq!(flat.len(), spec.fields.len(), "one flat input per field");
         FtsExec {
             props: single_partition(schema.clone()),
             dataset,
             spec,
-            segments,
             read,
             output_idx,
             prefilter,
@@ -117,9 +128,6 @@ impl FtsExec {
     pub fn spec(&self) -> &FtsSpec {
         &self.spec
     }
-    pub fn segments(&self) -> &[KnnSegment] {
-        &self.segments
-    }
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
     }
@@ -132,38 +140,67 @@ impl FtsExec {
     pub fn has_prefilter(&self) -> bool {
         self.prefilter.is_some()
     }
-    pub fn has_flat(&self) -> bool {
-        self.flat.is_some()
+    /// Per field, whether it has a flat input.
+    pub fn has_flat(&self) -> Vec<bool> {
+        self.flat.iter().map(Option::is_some).collect()
     }
 }
 
 impl DisplayAs for FtsExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let s = &self.spec;
+        let field = |f: &mut fmt::Formatter, x: &FtsField| {
+            write!(f, "{}", x.column_name)?;
+            if x.boost != 1.0 {
+                write!(f, "^{}", x.boost)?;
+            }
+            Ok(())
+        };
+        let index = |f: &mut fmt::Formatter, x: &FtsField| match &x.index {
+            Some(name) if !x.segments.is_empty() => {
+                let covered: u64 = x.segments.iter().map(|x| x.fragments.len()).sum();
+                write!(
+                    f,
+                    "index={name}, segments={}, covered_fragments={covered}",
+                    x.segments.len(),
+                )
+            }
+            _ => write!(f, "no index (flat)"),
+        };
+        if let [one] = &s.fields[..] {
+            write!(f, "FtsExec: column=")?;
+            field(f, one)?;
+        } else {
+            write!(f, "FtsExec: columns=[")?;
+            for (i, x) in s.fields.iter().enumerate() {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                field(f, x)?;
+            }
+            write!(f, "]")?;
+        }
         write!(
             f,
-            "FtsExec: column={}, query={:?}, op={}, k={}",
-            s.column_name,
+            ", query={:?}, op={}, k={}",
             s.query,
             s.op.name(),
             s.k.map_or("all".to_string(), |k| k.to_string())
         )?;
-        match &s.index {
-            Some(name) if !self.segments.is_empty() => {
-                let covered: u64 = self.segments.iter().map(|x| x.fragments.len()).sum();
-                write!(
-                    f,
-                    ", index={name}, segments={}, covered_fragments={covered}",
-                    self.segments.len(),
-                )?;
+        if let [one] = &s.fields[..] {
+            write!(f, ", ")?;
+            index(f, one)?;
+        } else {
+            for x in &s.fields {
+                write!(f, ", {}: ", x.column_name)?;
+                index(f, x)?;
             }
-            _ => write!(f, ", no index (flat)")?,
         }
         write!(
             f,
             ", prefilter={}, flat={}",
             self.prefilter.is_some(),
-            self.flat.is_some()
+            self.flat.iter().any(Option::is_some)
         )
     }
 }
@@ -176,7 +213,10 @@ impl ExecutionPlan for FtsExec {
         &self.props
     }
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        self.prefilter.iter().chain(self.flat.iter()).collect()
+        self.prefilter
+            .iter()
+            .chain(self.flat.iter().flatten())
+            .collect()
     }
     /// The children are read whole (every partition) by `collect`.
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
@@ -194,11 +234,14 @@ impl ExecutionPlan for FtsExec {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut it = children.into_iter();
         let prefilter = self.prefilter.as_ref().and_then(|_| it.next());
-        let flat = self.flat.as_ref().and_then(|_| it.next());
+        let flat = self
+            .flat
+            .iter()
+            .map(|f| f.as_ref().and_then(|_| it.next()))
+            .collect();
         Ok(Arc::new(FtsExec::new(
             self.dataset.clone(),
             self.spec.clone(),
-            self.segments.clone(),
             self.read.clone(),
             self.output_idx.clone(),
             prefilter,
@@ -234,7 +277,6 @@ impl ExecutionPlan for FtsExec {
         let run = FtsRun {
             dataset: self.dataset.clone(),
             spec: self.spec.clone(),
-            segments: self.segments.clone(),
             read: self.read.clone(),
             output_idx: self.output_idx.clone(),
             prefilter: self.prefilter.clone(),
@@ -267,11 +309,10 @@ struct Counters {
 struct FtsRun {
     dataset: Dataset,
     spec: FtsSpec,
-    segments: Vec<KnnSegment>,
     read: Projection,
     output_idx: Vec<usize>,
     prefilter: Option<Arc<dyn ExecutionPlan>>,
-    flat: Option<Arc<dyn ExecutionPlan>>,
+    flat: Vec<Option<Arc<dyn ExecutionPlan>>>,
     cache: Arc<IndexCache>,
     schema: SchemaRef,
 }
@@ -302,12 +343,93 @@ struct FlatHit {
     len: u32,
 }
 
+/// Rows of the table version that are not deleted, by fragment, loaded
+/// as segments ask for them.
+#[derive(Default)]
+struct Deleted(HashMap<u32, Option<Arc<RoaringBitmap>>>);
+
+impl Deleted {
+    async fn load(&mut self, ds: &Dataset, fragments: &RoaringBitmap) -> Result<()> {
+        for f in fragments.iter() {
+            if self.0.contains_key(&f) {
+                continue;
+            }
+            if let Some(fr) = ds.fragment(f as u64) {
+                self.0.insert(f, ds.deleted_rows(fr).await.map_err(to_df)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn live(&self, a: RowAddress) -> bool {
+        match self.0.get(&a.fragment().0) {
+            Some(None) => true,
+            Some(Some(d)) => !d.contains(a.offset()),
+            None => false,
+        }
+    }
+}
+
 impl FtsRun {
     async fn run(self, ctx: Arc<TaskContext>, c: Counters) -> Result<RecordBatch> {
-        let ds = &self.dataset;
+        // Rows the WHERE filters allow (all rows without filters).
         let stats_timer = c.stats_time.timer();
-        let mut segs = Vec::with_capacity(self.segments.len());
-        for s in &self.segments {
+        let allow: Option<RowSet> = match &self.prefilter {
+            Some(p) => {
+                let mut s = RowSet::new();
+                for b in collect(p.clone(), ctx.clone()).await? {
+                    for a in b.column(0).as_primitive::<UInt64Type>().values() {
+                        s.insert(RowAddress::from_u64(*a));
+                    }
+                }
+                c.allowed.add(s.len() as usize);
+                Some(s)
+            }
+            None => None,
+        };
+        stats_timer.done();
+        let mut deleted = Deleted::default();
+        let winners = if let [_] = &self.spec.fields[..] {
+            self.field_top(0, &ctx, &c, allow.as_ref(), &mut deleted)
+                .await?
+        } else {
+            // A row's score is its best over the fields. The global top k
+            // is among the fields' own top k: a row that k others beat in
+            // its best field is beaten by them overall.
+            let mut best: HashMap<u64, f32> = HashMap::new();
+            for i in 0..self.spec.fields.len() {
+                for w in self
+                    .field_top(i, &ctx, &c, allow.as_ref(), &mut deleted)
+                    .await?
+                {
+                    let e = best.entry(w.addr).or_insert(w.score);
+                    *e = e.max(w.score);
+                }
+            }
+            let mut top = TopK::new(self.spec.k);
+            for (addr, score) in best {
+                top.push(Scored { addr, score });
+            }
+            top.into_sorted()
+        };
+        self.fetch(winners, &c).await
+    }
+
+    /// Field `i`'s best rows (all without k), current addresses, boosted
+    /// scores, best first.
+    async fn field_top(
+        &self,
+        i: usize,
+        ctx: &Arc<TaskContext>,
+        c: &Counters,
+        allow: Option<&RowSet>,
+        deleted: &mut Deleted,
+    ) -> Result<Vec<Scored>> {
+        let ds = &self.dataset;
+        let field = &self.spec.fields[i];
+        let stats_timer = c.stats_time.timer();
+        let mut segs = Vec::with_capacity(field.segments.len());
+        for s in &field.segments {
             segs.push(
                 FtsSegment::load(ds.store(), ds.root(), &s.meta, &self.cache)
                     .await
@@ -325,25 +447,10 @@ impl FtsRun {
         let mut q = Query::parse(analyzer, &self.spec.query, self.spec.op).map_err(ext)?;
         let terms = q.terms.clone();
 
-        // Rows the WHERE filters allow (all rows without filters).
-        let allow: Option<RowSet> = match &self.prefilter {
-            Some(p) => {
-                let mut s = RowSet::new();
-                for b in collect(p.clone(), ctx.clone()).await? {
-                    for a in b.column(0).as_primitive::<UInt64Type>().values() {
-                        s.insert(RowAddress::from_u64(*a));
-                    }
-                }
-                c.allowed.add(s.len() as usize);
-                Some(s)
-            }
-            None => None,
-        };
-
         // Flat rows: statistics of all, terms of those that hold some.
         let mut corpus = Corpus::default();
         let mut hits: Vec<FlatHit> = Vec::new();
-        if let Some(flat) = &self.flat {
+        if let Some(flat) = &self.flat[i] {
             let probe = &q;
             for b in collect(flat.clone(), ctx.clone()).await? {
                 c.flat.add(b.num_rows());
@@ -372,7 +479,7 @@ impl FtsRun {
             }
         }
         // Indexed rows: the segments' statistics over their fragments.
-        for (seg, s) in segs.iter().zip(&self.segments) {
+        for (seg, s) in segs.iter().zip(&field.segments) {
             let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
             let (docs, tokens) = seg.counts(&s.fragments, reuse);
             corpus.docs += docs;
@@ -390,58 +497,44 @@ impl FtsRun {
         let search_timer = c.search_time.timer();
         let mut top = TopK::new(self.spec.k);
         if q.can_match() {
-            if !segs.is_empty() {
+            if !segs.is_empty() && allow.is_none() {
                 // Without a prefilter a row passes when its fragment is
                 // one the segment answers for and it is not deleted.
-                let mut deleted: HashMap<u32, Option<Arc<RoaringBitmap>>> = HashMap::new();
-                if allow.is_none() {
-                    for s in &self.segments {
-                        for f in s.fragments.iter() {
-                            if let Some(fr) = ds.fragment(f as u64) {
-                                deleted.insert(f, ds.deleted_rows(fr).await.map_err(to_df)?);
-                            }
-                        }
-                    }
-                }
-                for (seg, s) in segs.iter().zip(&self.segments) {
-                    let frags = s.fragments.clone();
-                    let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
-                    let allow_fn = |id: u64| {
-                        let id = match reuse {
-                            Some(fr) => match fr.remap(id) {
-                                Some(a) => a,
-                                None => return false,
-                            },
-                            None => id,
-                        };
-                        let a = RowAddress::from_u64(id);
-                        let f = a.fragment().0;
-                        if !frags.contains(f) {
-                            return false;
-                        }
-                        match &allow {
-                            Some(ok) => ok.contains(a),
-                            None => match deleted.get(&f) {
-                                Some(None) => true,
-                                Some(Some(d)) => !d.contains(a.offset()),
-                                None => false,
-                            },
-                        }
-                    };
-                    let stats = seg
-                        .search(&q, &allow_fn, &self.cache, &mut top)
-                        .await
-                        .map_err(ext)?;
-                    c.scored.add(stats.docs_scored);
-                    c.blocks.add(stats.blocks_decoded);
-                    c.blocks_total.add(stats.blocks_total);
+                for s in &field.segments {
+                    deleted.load(ds, &s.fragments).await?;
                 }
             }
+            let deleted = &*deleted;
+            for (seg, s) in segs.iter().zip(&field.segments) {
+                let frags = s.fragments.clone();
+                let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
+                let allow_fn = |id: u64| {
+                    let id = match reuse {
+                        Some(fr) => match fr.remap(id) {
+                            Some(a) => a,
+                            None => return false,
+                        },
+                        None => id,
+                    };
+                    let a = RowAddress::from_u64(id);
+                    if !frags.contains(a.fragment().0) {
+                        return false;
+                    }
+                    match allow {
+                        Some(ok) => ok.contains(a),
+                        None => deleted.live(a),
+                    }
+                };
+                let stats = seg
+                    .search(&q, &allow_fn, &self.cache, &mut top)
+                    .await
+                    .map_err(ext)?;
+                c.scored.add(stats.docs_scored);
+                c.blocks.add(stats.blocks_decoded);
+                c.blocks_total.add(stats.blocks_total);
+            }
             for h in &hits {
-                if allow
-                    .as_ref()
-                    .is_some_and(|a| !a.contains(RowAddress::from_u64(h.addr)))
-                {
+                if allow.is_some_and(|a| !a.contains(RowAddress::from_u64(h.addr))) {
                     continue;
                 }
                 if let Some(score) = q.score(&h.tf, h.len) {
@@ -462,7 +555,18 @@ impl FtsRun {
                 }
             }
         }
+        if field.boost != 1.0 {
+            for w in &mut winners {
+                w.score *= field.boost;
+            }
+        }
         search_timer.done();
+        Ok(winners)
+    }
+
+    /// The output rows: `winners`' columns read, with their scores.
+    async fn fetch(&self, winners: Vec<Scored>, c: &Counters) -> Result<RecordBatch> {
+        let ds = &self.dataset;
         let _fetch_timer = c.fetch_time.timer();
         let addrs: Vec<u64> = winners.iter().map(|w| w.addr).collect();
         let b = ds.take_addresses(&addrs, &self.read).await.map_err(to_df)?;

@@ -16,7 +16,7 @@ use fathom_index::fts::search::Query;
 use fathom_index::fts::{Analyzer, FtsParams, MatchOp};
 use fathom_table::Dataset;
 
-use super::{Search, fts_segments, text_arg};
+use super::{Boosted, Search, fts_segments, text_arg};
 use crate::exec::fts::text_at;
 
 /// `text_match(column, query [, 'OR' | 'AND' | 'PHRASE'])`: whether the
@@ -262,6 +262,13 @@ pub(crate) fn routed_match(ds: &Dataset, filters: &[Expr]) -> Option<(usize, Sea
         let (column, query, op, _) = match_args(is_text_match(f)?)?;
         let c = ds.schema().index_of(&column).ok()?;
         let (_, segs) = fts_segments(ds, c);
-        (!segs.is_empty()).then_some((i, Search { column, query, op }))
+        (!segs.is_empty()).then_some((
+            i,
+            Search {
+                columns: vec![Boosted { column, boost: 1.0 }],
+                query,
+                op,
+            },
+        ))
     })
 }

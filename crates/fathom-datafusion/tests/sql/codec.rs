@@ -306,3 +306,63 @@ async fn full_text_search_round_trips() {
         assert!(a.iter().map(|b| b.num_rows()).sum::<usize>() >= 7);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_column_full_text_search_round_trips() {
+    use arrow_array::{Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("m.lance").to_str().unwrap().to_string();
+    let n = 2000i64;
+    let words = |i: i64, m: i64| format!("w{} w{} x{}", i % m, (i * 7) % m, i % 3);
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("a", DataType::Utf8, false),
+            Field::new("b", DataType::Utf8, false),
+        ])),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..n)),
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| words(i, 11)))),
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| words(i, 13)))),
+        ],
+    )
+    .unwrap();
+    fathom_table::Dataset::write(
+        &uri,
+        &[b],
+        fathom_table::WriteMode::Create,
+        fathom_table::WriteParams {
+            max_rows_per_file: 700,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ctx = new_session(None).unwrap();
+    fathom_datafusion::register_dataset(&ctx, "m", &uri, Default::default())
+        .await
+        .unwrap();
+    // `a` indexed, `b` flat: the node has one flat input, for `b`.
+    run_sql(&ctx, "CREATE INDEX a_idx ON m USING INVERTED (a)")
+        .await
+        .unwrap();
+    for (filter, limit) in [("true", " LIMIT 7"), ("id % 3 = 0", "")] {
+        let sql = format!(
+            "SELECT id, _score FROM fts('m', 'a^2, b', 'w3 w5') WHERE {filter} ORDER BY _score DESC{limit}"
+        );
+        let (plan, back) = round_trip(&ctx, &sql).await;
+        let shown = text(&plan);
+        assert!(
+            shown.contains("columns=[a^2, b]")
+                && shown.contains("a: index=a_idx")
+                && shown.contains("b: no index (flat)"),
+            "{shown}"
+        );
+        assert_eq!(text(&back), shown);
+        let a = collect(plan, ctx.task_ctx()).await.unwrap();
+        let b = collect(back, ctx.task_ctx()).await.unwrap();
+        assert_eq!(sorted_rows(&a), sorted_rows(&b), "{sql}");
+        assert!(a.iter().map(|b| b.num_rows()).sum::<usize>() >= 7);
+    }
+}

@@ -892,3 +892,202 @@ async fn golden_scores_equal_pylance() {
         }
     }
 }
+
+/// A row's multi-column score: its best boosted score over the columns.
+fn best_of(per_column: &[(f64, Vec<(i64, f64)>)]) -> Vec<(i64, f64)> {
+    let mut best: HashMap<i64, f64> = HashMap::new();
+    for (boost, hits) in per_column {
+        for (id, s) in hits {
+            let e = best.entry(*id).or_insert(boost * s);
+            *e = e.max(boost * s);
+        }
+    }
+    let mut out: Vec<(i64, f64)> = best.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_column_match_with_boosts_equals_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(41);
+    let vocab = vocabulary();
+    let two = |ids: &[i64], rng: &mut rand::rngs::StdRng| {
+        let bodies: Vec<Option<String>> = ids.iter().map(|_| body(rng, &vocab)).collect();
+        let titles: Vec<Option<String>> = ids.iter().map(|_| body(rng, &vocab)).collect();
+        let b = batch(ids, &bodies);
+        let b = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                b.schema().field(0).clone(),
+                b.schema().field(1).clone(),
+                b.schema().field(2).clone(),
+                Field::new("title", DataType::Utf8, true),
+            ])),
+            vec![
+                b.column(0).clone(),
+                b.column(1).clone(),
+                b.column(2).clone(),
+                Arc::new(StringArray::from(titles.clone())),
+            ],
+        )
+        .unwrap();
+        (b, bodies, titles)
+    };
+    let rows = |ids: &[i64], texts: Vec<Option<String>>| -> Vec<Row> {
+        ids.iter()
+            .zip(texts)
+            .map(|(id, body)| Row {
+                id: *id,
+                body,
+                live: true,
+                indexed: false,
+                fragment: 0,
+            })
+            .collect()
+    };
+    let ids: Vec<i64> = (0..900).collect();
+    let (b, bodies, titles) = two(&ids, &mut rng);
+    Dataset::write(
+        &uri,
+        &[b],
+        WriteMode::Create,
+        WriteParams {
+            max_rows_per_file: 250,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ctx = new_session(None).unwrap();
+    let options = TableOptions {
+        with_row_addr: true,
+        ..Default::default()
+    };
+    register_dataset(&ctx, "t", &uri, options).await.unwrap();
+    let mut body_m = Model {
+        rows: rows(&ids, bodies),
+    };
+    let mut title_m = Model {
+        rows: rows(&ids, titles),
+    };
+    // Both columns flat; then body indexed, title flat; then both, with
+    // appended rows neither index covers and deleted rows.
+    for phase in 0..3 {
+        match phase {
+            1 => {
+                run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
+                    .await
+                    .unwrap();
+                for r in body_m.rows.iter_mut() {
+                    r.indexed = true;
+                }
+            }
+            2 => {
+                run_sql(&ctx, "CREATE INDEX title_idx ON t USING INVERTED (title)")
+                    .await
+                    .unwrap();
+                for r in title_m.rows.iter_mut() {
+                    r.indexed = true;
+                }
+                let more: Vec<i64> = (5000..5300).collect();
+                let (b, bodies, titles) = two(&more, &mut rng);
+                let ds = Dataset::open(&uri).await.unwrap();
+                ds.append(&[b], &WriteParams::default()).await.unwrap();
+                body_m.rows.extend(rows(&more, bodies));
+                title_m.rows.extend(rows(&more, titles));
+                run_sql(&ctx, "DELETE FROM t WHERE id % 11 = 3")
+                    .await
+                    .unwrap();
+                for m in [&mut body_m, &mut title_m] {
+                    for r in m.rows.iter_mut().filter(|r| r.id % 11 == 3) {
+                        r.live = false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        body_m.refresh(&ctx).await;
+        title_m.refresh(&ctx).await;
+        for (columns, boosts) in [
+            ("title^2, body", [2.0, 1.0]),
+            ("title, body^0.5", [1.0, 0.5]),
+            ("body,title", [1.0, 1.0]),
+        ] {
+            for _ in 0..4 {
+                let nq = rng.random_range(1..4);
+                let q: Vec<String> = (0..nq)
+                    .map(|_| {
+                        let r = (vocab.len() as f64).powf(rng.random_range(0.0..1.0)) as usize;
+                        vocab[r.min(vocab.len() - 1)].clone()
+                    })
+                    .collect();
+                let q = q.join(" ");
+                let and = rng.random_bool(0.3);
+                let op = if and { ", 'AND'" } else { "" };
+                for (filter, keep) in [
+                    ("true", &(|_: &Row| true) as &dyn Fn(&Row) -> bool),
+                    ("cat = 'c2'", &|r: &Row| r.id.rem_euclid(5) == 2),
+                ] {
+                    // Title first in the list or not: boosts go with names.
+                    let (tb, bb) = if columns.starts_with("title") {
+                        (boosts[0], boosts[1])
+                    } else {
+                        (boosts[1], boosts[0])
+                    };
+                    let want = best_of(&[
+                        (tb, title_m.search(&q, and, keep)),
+                        (bb, body_m.search(&q, and, keep)),
+                    ]);
+                    let what = format!("phase {phase}: fts('{columns}', '{q}'{op}) WHERE {filter}");
+                    let all = scored(
+                        &ctx,
+                        &format!(
+                            "SELECT id, _score FROM fts('t', '{columns}', '{q}'{op}) WHERE {filter} ORDER BY _score DESC, id"
+                        ),
+                    )
+                    .await;
+                    same(&all, &want, None, &what);
+                    for k in [1, 10] {
+                        let top = scored(
+                            &ctx,
+                            &format!(
+                                "SELECT id, _score FROM fts('t', '{columns}', '{q}'{op}) WHERE {filter} ORDER BY _score DESC LIMIT {k}"
+                            ),
+                        )
+                        .await;
+                        same(&top, &want, Some(k), &format!("{what} k {k}"));
+                    }
+                }
+            }
+        }
+    }
+    let plan = text(
+        &ctx,
+        "EXPLAIN SELECT id, _score FROM fts('t', 'title^2, body', 'bab') ORDER BY _score DESC LIMIT 3",
+    )
+    .await;
+    assert!(
+        plan.contains("columns=[title^2, body]")
+            && plan.contains("title: index=title_idx")
+            && plan.contains("body: index=body_idx")
+            && plan.contains("k=3"),
+        "{plan}"
+    );
+    for (bad, msg) in [
+        ("title^0", "must be a positive number"),
+        ("title^x", "is not a number"),
+        ("title, nope", "no column named 'nope'"),
+        ("title, title", "listed twice"),
+        ("title, id", "not text"),
+        ("title,", "empty column name"),
+    ] {
+        let e = ctx
+            .sql(&format!("SELECT id FROM fts('t', '{bad}', 'bab')"))
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{bad}: accepted"))
+            .to_string();
+        assert!(e.contains(msg), "{bad}: {e}");
+    }
+}

@@ -81,8 +81,13 @@ fn pylance_search(
     refine: usize,
     qs: &[Vec<f32>],
 ) -> Theirs {
-    pylance_search_ef(py_, dir, metric, nprobes, refine, 1000, qs)
+    // ef well above a partition's size: the graph walk sees every row of
+    // the probed partitions, so two searches of one graph agree whatever
+    // their visiting order.
+    pylance_search_ef(py_, dir, metric, nprobes, refine, EXHAUSTIVE_EF, qs)
 }
+
+const EXHAUSTIVE_EF: usize = 100_000;
 
 /// Share of `want`'s ids that `got` has, over all queries.
 fn overlap(got: &[Vec<i64>], want: &[Vec<i64>]) -> f64 {
@@ -178,7 +183,9 @@ async fn pylance_searches_our_vector_indexes() {
         .await
         .unwrap();
         run_sql(&ctx, "SET fathom.nprobes = 6").await.unwrap();
-        run_sql(&ctx, "SET fathom.hnsw_ef = 1000").await.unwrap();
+        run_sql(&ctx, &format!("SET fathom.hnsw_ef = {EXHAUSTIVE_EF}"))
+            .await
+            .unwrap();
         let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
         assert_eq!(theirs.types, vec![kind.to_string()], "{kind}");
         assert!(
@@ -225,12 +232,17 @@ async fn we_search_pylance_vector_indexes() {
         }
         py(&py_, &args, None);
         let theirs = pylance_search(&py_, &d, metric, 6, 0, &qs);
-        let exact = pylance_search_ef(&py_, &d, metric, 6, 1000, 100_000, &qs);
+        let exact = pylance_search_ef(&py_, &d, metric, 6, 1000, EXHAUSTIVE_EF, &qs);
         let ctx = new_session(None).unwrap();
         register_dataset(&ctx, "t", &uri, TableOptions::default())
             .await
             .unwrap();
         run_sql(&ctx, "SET fathom.nprobes = 6").await.unwrap();
+        // pylance searched at an exhaustive ef; our default (100) walks
+        // less of a partition's graph and may miss a neighbour it finds.
+        run_sql(&ctx, &format!("SET fathom.hnsw_ef = {EXHAUSTIVE_EF}"))
+            .await
+            .unwrap();
         let plan = super::common::text(
             &ctx,
             &format!(
