@@ -198,6 +198,9 @@ async fn inverted_indexes_both_ways() {
                 &format!("pylance's index, '{q}' {op}, positions {with_position}"),
             );
         }
+        if !with_position {
+            multi_match(&python, td, &ctx, k).await;
+        }
         if with_position {
             // Phrases with slop, every match: each row pylance returns we
             // return with its score. Pylance's position check for a slop
@@ -245,6 +248,65 @@ async fn inverted_indexes_both_ways() {
             let what = format!("our index in pylance, '{q}' {op}, positions {with_position}");
             same(got, want, &what);
             same(&ours(&ctx, q, op, k).await, want, &what);
+        }
+    }
+}
+
+/// pylance's MultiMatchQuery with boosts (both columns indexed by
+/// pylance) against `fts('t', 'title^2, body', ...)`: same rows, same
+/// scores (a row's best boosted column score).
+async fn multi_match(python: &str, td: &str, ctx: &SessionContext, k: usize) {
+    py(python, &["index_title", td], "");
+    let cases = [
+        ("bab", "OR"),
+        ("bad gab", "OR"),
+        ("bab bad", "AND"),
+        ("dak zum", "OR"),
+    ];
+    for (columns, spec) in [
+        (
+            "title^2, body",
+            serde_json::json!([["title", 2.0], ["body", 1.0]]),
+        ),
+        (
+            "body^1.5, title^0.5",
+            serde_json::json!([["body", 1.5], ["title", 0.5]]),
+        ),
+    ] {
+        let input: Vec<serde_json::Value> = cases
+            .iter()
+            .map(|(q, op)| serde_json::json!({"q": q, "op": op, "columns": spec}))
+            .collect();
+        let out = py(
+            python,
+            &["search", td, &k.to_string()],
+            &serde_json::to_string(&input).unwrap(),
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for ((q, op), r) in cases.iter().zip(v["results"].as_array().unwrap()) {
+            let want: Hits = r["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(r["scores"].as_array().unwrap())
+                .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
+                .collect();
+            assert!(!want.is_empty(), "{q}: pylance found nothing");
+            let sql = format!(
+                "SELECT id, _score FROM fts('t', '{columns}', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}"
+            );
+            let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            let got: Hits = b
+                .iter()
+                .flat_map(|b| {
+                    let ids = b.column(0).as_primitive::<Int64Type>();
+                    let s = b.column(1).as_primitive::<Float32Type>();
+                    (0..b.num_rows())
+                        .map(|i| (ids.value(i), s.value(i)))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            same(&got, &want, &format!("multi-match {columns} '{q}' {op}"));
         }
     }
 }
