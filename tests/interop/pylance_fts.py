@@ -11,7 +11,8 @@ query (`{"q": text, "op": "OR"|"AND"|"PHRASE"}`; `+w` / `-w` words make a
 BooleanQuery, a phrase is `"a b"` or `"a b"~slop`) the ids and `_score` pylance
 returns (best first), the index types it lists and whether its plan used
 the index. A query with `"columns": [[name, boost], ...]` is a
-MultiMatchQuery over those columns with those boosts.
+MultiMatchQuery over those columns with those boosts; with
+`"fuzziness": N`, a MatchQuery on body with that fuzziness.
 """
 import json
 import logging
@@ -69,7 +70,10 @@ def main():
         from fts_query import full_text_query
         out = {"types": sorted(i["type"] for i in ds.list_indices()), "results": []}
         for q in json.load(sys.stdin):
-            if "columns" in q:
+            if "fuzziness" in q:
+                from lance.query import MatchQuery
+                fq = MatchQuery(q["q"], "body", fuzziness=q["fuzziness"])
+            elif "columns" in q:
                 from lance.query import FullTextOperator, MultiMatchQuery
                 op = FullTextOperator.AND if q["op"] == "AND" else FullTextOperator.OR
                 fq = MultiMatchQuery(q["q"], [c for c, _ in q["columns"]],

@@ -5,7 +5,7 @@
 //! WHERE category = 'c3' ORDER BY _score DESC LIMIT 10;
 //! ```
 //!
-//! `fts(table, column, query [, 'OR' | 'AND' | 'PHRASE'])` is table
+//! `fts(table, columns, query [, 'OR' | 'AND' | 'PHRASE'])` is table
 //! `table` with a `_score` column (BM25, Float32), holding only the rows
 //! that match `query` in `column`: any of its terms (`'OR'`, the default,
 //! as Lance's `full_text_query`), all of them (`'AND'`), or the terms in
@@ -18,6 +18,12 @@
 //! shows `no index (flat)`). WHERE filters on the table's columns are
 //! prefilters (pushed into the search, answered by scalar indexes when
 //! they can); a filter on `_score` applies to the result.
+//!
+//! `columns` is one text column or several, each optionally boosted
+//! (`'title^2, body'`): a row's score is its best boosted column score
+//! (Lance's multi-match). A query word written `word~` or `word~N` is a
+//! fuzzy term: the table's terms within edit distance N (automatic by
+//! length without N), the first 50 in byte order, each optional.
 //!
 //! [`FtsRule`] turns `ORDER BY _score DESC LIMIT k` over `fts(...)` into
 //! a top-k search (block-max WAND: most matching rows are never scored);

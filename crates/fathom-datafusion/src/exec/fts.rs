@@ -21,7 +21,7 @@
 //! directly; the global top k (score descending, ties by row address) is
 //! read. Without k, every matching row is returned.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect,
 };
 use fathom_index::IndexCache;
-use fathom_index::fts::search::{Query, TopK};
+use fathom_index::fts::search::{MAX_EXPANSIONS, Query, TopK, accepts};
 use fathom_index::fts::{Analyzer, Corpus, FtsParams, FtsSegment, MatchOp, Scored};
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
@@ -445,14 +445,24 @@ impl FtsRun {
             }
         };
         let mut q = Query::parse(analyzer, &self.spec.query, self.spec.op).map_err(ext)?;
+        let flat_rows = match &self.flat[i] {
+            Some(flat) => collect(flat.clone(), ctx.clone()).await?,
+            None => vec![],
+        };
+        if !q.fuzzy.is_empty() {
+            let expansions = self
+                .expand_fuzzy(&q, analyzer, &segs, field, &flat_rows)
+                .await?;
+            q.expand(expansions);
+        }
         let terms = q.terms.clone();
 
         // Flat rows: statistics of all, terms of those that hold some.
         let mut corpus = Corpus::default();
         let mut hits: Vec<FlatHit> = Vec::new();
-        if let Some(flat) = &self.flat[i] {
+        {
             let probe = &q;
-            for b in collect(flat.clone(), ctx.clone()).await? {
+            for b in &flat_rows {
                 c.flat.add(b.num_rows());
                 let text = b.column(0);
                 let addrs = b.column(1).as_primitive::<UInt64Type>();
@@ -562,6 +572,68 @@ impl FtsRun {
         }
         search_timer.done();
         Ok(winners)
+    }
+
+    /// Per fuzzy term of `q`, the terms of the table version's vocabulary
+    /// (rows the statistics count: the flat rows' tokens and the segments'
+    /// terms with a document in their fragments) within its distance, the
+    /// first [`MAX_EXPANSIONS`] in byte order.
+    async fn expand_fuzzy(
+        &self,
+        q: &Query,
+        analyzer: &Analyzer,
+        segs: &[Arc<FtsSegment>],
+        field: &FtsField,
+        flat_rows: &[RecordBatch],
+    ) -> Result<Vec<Vec<String>>> {
+        let ds = &self.dataset;
+        let autos = q
+            .fuzzy
+            .iter()
+            .map(|f| f.automaton())
+            .collect::<fathom_index::Result<Vec<_>>>()
+            .map_err(ext)?;
+        let mut found: Vec<BTreeSet<String>> = vec![BTreeSet::new(); autos.len()];
+        let mut seen: HashSet<String> = HashSet::new();
+        for b in flat_rows {
+            let text = b.column(0);
+            for r in 0..b.num_rows() {
+                let Some(t) = text_at(text, r) else { continue };
+                analyzer.analyze(t, |tok, _| {
+                    if seen.contains(tok) {
+                        return;
+                    }
+                    seen.insert(tok.to_string());
+                    for (j, a) in autos.iter().enumerate() {
+                        if accepts(a, tok) {
+                            found[j].insert(tok.to_string());
+                        }
+                    }
+                });
+            }
+        }
+        for (seg, s) in segs.iter().zip(&field.segments) {
+            let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
+            for (j, f) in q.fuzzy.iter().enumerate() {
+                for t in seg.fuzzy_terms(f).map_err(ext)? {
+                    if found[j].contains(&t) {
+                        continue;
+                    }
+                    if seg
+                        .df(&t, &s.fragments, reuse, &self.cache)
+                        .await
+                        .map_err(ext)?
+                        > 0
+                    {
+                        found[j].insert(t);
+                    }
+                }
+            }
+        }
+        Ok(found
+            .into_iter()
+            .map(|f| f.into_iter().take(MAX_EXPANSIONS).collect())
+            .collect())
     }
 
     /// The output rows: `winners`' columns read, with their scores.

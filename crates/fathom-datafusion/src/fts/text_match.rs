@@ -136,6 +136,12 @@ impl ScalarUDFImpl for TextMatchUdf {
         let analyzer = Analyzer::new(&params).map_err(|e| DataFusionError::Plan(e.to_string()))?;
         let probe = Query::parse(&analyzer, &query, op)
             .map_err(|e| DataFusionError::Plan(format!("text_match: {e}")))?;
+        if !probe.fuzzy.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "text_match: fuzzy terms ('{query}') expand over the table's vocabulary, which \
+                 a row-by-row predicate does not see; use fts(...)"
+            )));
+        }
         let matches = |t: &str| -> bool {
             if !probe.can_match() {
                 return false;
@@ -260,6 +266,13 @@ pub(crate) async fn bind_text_match(
 pub(crate) fn routed_match(ds: &Dataset, filters: &[Expr]) -> Option<(usize, Search)> {
     filters.iter().enumerate().find_map(|(i, f)| {
         let (column, query, op, _) = match_args(is_text_match(f)?)?;
+        // Fuzzy terms are refused where the predicate is evaluated.
+        let fuzzy = Analyzer::new(&FtsParams::default())
+            .and_then(|a| Query::parse(&a, &query, op))
+            .map_or(true, |q| !q.fuzzy.is_empty());
+        if fuzzy {
+            return None;
+        }
         let c = ds.schema().index_of(&column).ok()?;
         let (_, segs) = fts_segments(ds, c);
         (!segs.is_empty()).then_some((

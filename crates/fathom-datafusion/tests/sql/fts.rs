@@ -1091,3 +1091,164 @@ async fn multi_column_match_with_boosts_equals_brute_force() {
         assert!(e.contains(msg), "{bad}: {e}");
     }
 }
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+impl Model {
+    /// `query` with each fuzzy word (`w~`, `w~N`; automatic distance 1
+    /// for the 3-letter words here) replaced by the terms of the counted
+    /// rows within its distance, the first 50 in byte order.
+    fn expand_fuzzy(&self, query: &str) -> String {
+        let vocab: std::collections::BTreeSet<String> = self
+            .counted()
+            .iter()
+            .flat_map(|r| r.body.as_deref().map(tokens).unwrap_or_default())
+            .collect();
+        query
+            .split_whitespace()
+            .map(|w| match w.split_once('~') {
+                Some((word, d)) => {
+                    let d: usize = if d.is_empty() { 1 } else { d.parse().unwrap() };
+                    let word = word.to_lowercase();
+                    vocab
+                        .iter()
+                        .filter(|t| levenshtein(t, &word) <= d)
+                        .take(50)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+                None => w.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuzzy_terms_equal_brute_force() {
+    let (dir, ctx, mut m) = setup(1200, 400, 23).await;
+    let uri = dir.path().join("t.lance").to_str().unwrap().to_string();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+    let vocab = vocabulary();
+    // Fuzzy terms beside plain, required and excluded ones.
+    let queries = [
+        "bab~",
+        "BAB~2",
+        "dok~1 gum",
+        "zuz~0 kap~",
+        "pom~ -bab",
+        "vog~ +dab",
+    ];
+    // Flat, then indexed, then with deleted rows (still in the index's
+    // vocabulary and statistics) and appended rows on the flat path.
+    for phase in 0..3 {
+        match phase {
+            1 => {
+                run_sql(&ctx, "CREATE INDEX body_idx ON t USING INVERTED (body)")
+                    .await
+                    .unwrap();
+                for r in m.rows.iter_mut() {
+                    r.indexed = true;
+                }
+            }
+            2 => {
+                run_sql(&ctx, "DELETE FROM t WHERE id % 7 = 2")
+                    .await
+                    .unwrap();
+                for r in m.rows.iter_mut().filter(|r| r.id % 7 == 2) {
+                    r.live = false;
+                }
+                let ids: Vec<i64> = (9000..9300).collect();
+                let bodies: Vec<Option<String>> =
+                    ids.iter().map(|_| body(&mut rng, &vocab)).collect();
+                Dataset::open(&uri)
+                    .await
+                    .unwrap()
+                    .append(&[batch(&ids, &bodies)], &WriteParams::default())
+                    .await
+                    .unwrap();
+                m.rows.extend(ids.iter().zip(bodies).map(|(id, body)| Row {
+                    id: *id,
+                    body,
+                    live: true,
+                    indexed: false,
+                    fragment: 0,
+                }));
+            }
+            _ => {}
+        }
+        m.refresh(&ctx).await;
+        for q in queries {
+            let expanded = m.expand_fuzzy(q);
+            for (filter, keep) in [
+                ("true", &(|_: &Row| true) as &dyn Fn(&Row) -> bool),
+                ("cat = 'c4'", &|r: &Row| r.id.rem_euclid(5) == 4),
+            ] {
+                let want = m.search(&expanded, false, keep);
+                assert!(!want.is_empty(), "{q}");
+                let what = format!("phase {phase}: '{q}' as '{expanded}' WHERE {filter}");
+                let all = scored(
+                    &ctx,
+                    &format!(
+                        "SELECT id, _score FROM fts('t', 'body', '{q}') WHERE {filter} ORDER BY _score DESC, id"
+                    ),
+                )
+                .await;
+                same(&all, &want, None, &what);
+                let top = scored(
+                    &ctx,
+                    &format!(
+                        "SELECT id, _score FROM fts('t', 'body', '{q}') WHERE {filter} ORDER BY _score DESC LIMIT 10"
+                    ),
+                )
+                .await;
+                same(&top, &want, Some(10), &format!("{what} k 10"));
+            }
+        }
+    }
+    // BAB~2 reaches more than 50 terms here: the cap is exercised.
+    assert!(m.expand_fuzzy("bab~2").split(' ').count() == 50);
+    for (bad, msg) in [
+        ("bab~3", "0, 1 or 2"),
+        ("bab~x", "0, 1 or 2"),
+        ("+bab~", "optional term"),
+        ("dok -bab~1", "optional term"),
+    ] {
+        let e = ctx
+            .sql(&format!("SELECT id FROM fts('t', 'body', '{bad}')"))
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(msg), "{bad}: {e}");
+    }
+    let e = ctx
+        .sql("SELECT id FROM t WHERE text_match(body, 'bab~')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("use fts(...)"), "{e}");
+    assert!(
+        fathom_index::fts::search::Fuzzy::auto("bab") == 1
+            && fathom_index::fts::search::Fuzzy::auto("ab") == 0
+            && fathom_index::fts::search::Fuzzy::auto("babbab") == 2
+    );
+}

@@ -200,6 +200,7 @@ async fn inverted_indexes_both_ways() {
         }
         if !with_position {
             multi_match(&python, td, &ctx, k).await;
+            fuzzy(&python, td, &ctx, k).await;
         }
         if with_position {
             // Phrases with slop, every match: each row pylance returns we
@@ -308,5 +309,32 @@ async fn multi_match(python: &str, td: &str, ctx: &SessionContext, k: usize) {
                 .collect();
             same(&got, &want, &format!("multi-match {columns} '{q}' {op}"));
         }
+    }
+}
+
+/// pylance's fuzzy MatchQuery (its index) against `word~N` in fts(...).
+async fn fuzzy(python: &str, td: &str, ctx: &SessionContext, k: usize) {
+    let cases = [("bab", 1), ("gok", 2), ("vud", 1), ("zzz", 1)];
+    let input: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(q, d)| serde_json::json!({"q": q, "op": "OR", "fuzziness": d}))
+        .collect();
+    let out = py(
+        python,
+        &["search", td, &k.to_string()],
+        &serde_json::to_string(&input).unwrap(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for ((q, d), r) in cases.iter().zip(v["results"].as_array().unwrap()) {
+        let want: Hits = r["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(r["scores"].as_array().unwrap())
+            .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
+            .collect();
+        assert!(!want.is_empty(), "{q}~{d}: pylance found nothing");
+        let got = ours(ctx, &format!("{q}~{d}"), "OR", k).await;
+        same(&got, &want, &format!("fuzzy '{q}~{d}'"));
     }
 }

@@ -120,6 +120,73 @@ pub struct Query {
     /// Phrase queries: other tokens allowed between consecutive query
     /// tokens (`"a b"~2`).
     pub slop: u32,
+    /// Fuzzy terms (`word~`, `word~N`), not yet expanded: each stands for
+    /// the vocabulary's terms within its edit distance (see
+    /// [`Query::expand`]).
+    pub fuzzy: Vec<Fuzzy>,
+}
+
+/// Terms a fuzzy term expands to at most, the first in byte order (as
+/// Lance's `max_expansions` default).
+pub const MAX_EXPANSIONS: usize = 50;
+
+/// A fuzzy query term: an analyzed token and the edit distance
+/// (Levenshtein, in characters) within which vocabulary terms match it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fuzzy {
+    pub token: String,
+    pub distance: u32,
+}
+
+impl Fuzzy {
+    /// Lance's automatic fuzziness: 0 for tokens of up to 2 bytes, 1 up
+    /// to 5, else 2.
+    pub fn auto(token: &str) -> u32 {
+        match token.len() {
+            0..=2 => 0,
+            3..=5 => 1,
+            _ => 2,
+        }
+    }
+
+    /// The automaton accepting the terms within the distance.
+    pub fn automaton(&self) -> Result<fst::automaton::Levenshtein> {
+        fst::automaton::Levenshtein::new(&self.token, self.distance).map_err(|e| {
+            crate::error::Error::InvalidInput(format!(
+                "fuzzy term '{}~{}': {e}",
+                self.token, self.distance
+            ))
+        })
+    }
+}
+
+/// Whether `term` is accepted by automaton `a`.
+pub fn accepts(a: &fst::automaton::Levenshtein, term: &str) -> bool {
+    use fst::Automaton;
+    let mut s = a.start();
+    for b in term.bytes() {
+        if !a.can_match(&s) {
+            return false;
+        }
+        s = a.accept(&s, b);
+    }
+    a.is_match(&s)
+}
+
+/// A clause's fuzzy marker: `word~` (automatic distance) or `word~N`.
+fn split_fuzzy(clause: &str) -> Result<(&str, Option<Option<u32>>)> {
+    let Some((word, n)) = clause.rsplit_once('~') else {
+        return Ok((clause, None));
+    };
+    if n.is_empty() {
+        return Ok((word, Some(None)));
+    }
+    match n.parse::<u32>() {
+        Ok(d) if d <= 2 => Ok((word, Some(Some(d)))),
+        _ => Err(crate::error::Error::InvalidInput(format!(
+            "fuzzy term '{clause}': the edit distance after '~' is 0, 1 or 2"
+        ))),
+    }
 }
 
 /// A phrase query's text and slop: `"a b"~N` is the phrase `"a b"` with
@@ -157,13 +224,16 @@ impl Query {
     /// with [`Query::bind`]). Outside phrase queries, a word written
     /// `+word` must be in a matching row and `-word` must not (as in
     /// Lucene's and tantivy's query syntax); other words must be there
-    /// under `AND` and add to the score under `OR`. A phrase query is the
-    /// whole string, analyzed as one.
+    /// under `AND` and add to the score under `OR`. A word written
+    /// `word~` or `word~N` (N 0, 1 or 2) is a fuzzy term, left in
+    /// [`Query::fuzzy`] for [`Query::expand`]; it may only be optional. A
+    /// phrase query is the whole string, analyzed as one.
     pub fn parse(analyzer: &Analyzer, text: &str, op: MatchOp) -> Result<Query> {
         let mut terms: Vec<String> = Vec::new();
         let mut occur: Vec<Occur> = Vec::new();
         let mut phrase = vec![];
         let mut slop = 0;
+        let mut fuzzy = vec![];
         if op == MatchOp::Phrase {
             let (text, n) = split_slop(text)?;
             slop = n;
@@ -182,10 +252,32 @@ impl Query {
                     b'-' => (Occur::MustNot, &clause[1..]),
                     _ => (plain, clause),
                 };
+                let (word, fuzzy_at) = split_fuzzy(word)?;
                 if word.is_empty() {
                     return Err(crate::error::Error::InvalidInput(format!(
                         "full-text query '{text}': '{clause}' must be followed by a word"
                     )));
+                }
+                if let Some(d) = fuzzy_at {
+                    // A fuzzy term is a set of optional terms: it can take
+                    // part only where any of them would do.
+                    if o != Occur::Should {
+                        return Err(crate::error::Error::InvalidInput(format!(
+                            "full-text query '{text}': fuzzy term '{clause}' can only be an \
+                             optional term of an OR query (not AND, +, or -)"
+                        )));
+                    }
+                    for t in analyzer.tokens(word) {
+                        let f = Fuzzy {
+                            distance: d.unwrap_or_else(|| Fuzzy::auto(&t)),
+                            token: t,
+                        };
+                        f.automaton()?;
+                        if !fuzzy.contains(&f) {
+                            fuzzy.push(f);
+                        }
+                    }
+                    continue;
                 }
                 for t in analyzer.tokens(word) {
                     match terms.iter().position(|x| *x == t) {
@@ -217,7 +309,22 @@ impl Query {
             avgdl: 0.0,
             phrase,
             slop,
+            fuzzy,
         })
+    }
+
+    /// Replaces the fuzzy terms by `expansions` (per fuzzy term, the
+    /// vocabulary terms it matches), each an optional term; a term the
+    /// query already has keeps its part.
+    pub fn expand(&mut self, expansions: Vec<Vec<String>>) {
+        self.fuzzy.clear();
+        for t in expansions.into_iter().flatten() {
+            if !self.terms.contains(&t) {
+                self.terms.push(t);
+                self.occur.push(Occur::Should);
+                self.idf.push(0.0);
+            }
+        }
     }
 
     /// Sets the corpus statistics.
@@ -264,6 +371,7 @@ impl Query {
             avgdl: 0.0,
             phrase: vec![],
             slop: 0,
+            fuzzy: vec![],
         };
         q.bind(corpus);
         q

@@ -230,6 +230,22 @@ impl FtsSegment {
 
     /// Documents holding `term` in fragments `valid` (`reuse` as for
     /// [`Self::counts`]).
+    /// The dictionary's terms that fuzzy term `f` matches (any
+    /// partition; terms of docs outside the fragments searched included:
+    /// weigh them by [`FtsSegment::df`]).
+    pub fn fuzzy_terms(&self, f: &super::search::Fuzzy) -> Result<Vec<String>> {
+        use fst::{IntoStreamer, Streamer};
+        let a = f.automaton()?;
+        let mut out = std::collections::BTreeSet::new();
+        for p in &self.parts {
+            let mut st = p.tokens.search(&a).into_stream();
+            while let Some((k, _)) = st.next() {
+                out.insert(String::from_utf8_lossy(k).into_owned());
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
     pub async fn df(
         &self,
         term: &str,
