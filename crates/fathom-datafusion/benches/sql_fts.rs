@@ -294,8 +294,17 @@ async fn main() {
             filter: format!("id >= {} AND id < {}", n / 10, n / 10 + n / 20),
         },
     ];
+    // Profiling aid: `FATHOM_BENCH_LOOP=<query number>` skips pylance and
+    // the flat path and runs that query `FATHOM_BENCH_LOOP_RUNS` times
+    // (default 200) once the index is built.
+    let looped: Option<usize> = std::env::var("FATHOM_BENCH_LOOP")
+        .ok()
+        .map(|v| v.parse().expect("FATHOM_BENCH_LOOP: a query number"));
     // Pylance first, on a copy without our indexes.
-    let py = pylance(&uri, scratch.path(), &qs);
+    let py = match looped {
+        Some(_) => None,
+        None => pylance(&uri, scratch.path(), &qs),
+    };
 
     let ctx = common::session();
     fathom_datafusion::add_vector_search(&ctx);
@@ -316,7 +325,7 @@ async fn main() {
     };
     // No index: every row tokenized.
     let mut flat = vec![];
-    for q in &qs[..1] {
+    for q in &qs[..usize::from(looped.is_none())] {
         flat.push(time(&ctx, &sql(q), 3).await);
     }
     run_sql(&ctx, "CREATE INDEX id_idx ON t USING BTREE (id)")
@@ -343,6 +352,18 @@ async fn main() {
             .join(format!("fts.lance/_indices/{}", seg.uuid)),
     );
 
+    if let Some(i) = looped {
+        let runs: usize = std::env::var("FATHOM_BENCH_LOOP_RUNS")
+            .map_or(200, |v| v.parse().expect("FATHOM_BENCH_LOOP_RUNS: a count"));
+        let s = sql(&qs[i]);
+        common::print_explain_analyze(&ctx, &s).await;
+        println!(
+            "{}: {:.3} ms (median of {runs})",
+            qs[i].name,
+            time(&ctx, &s, runs).await
+        );
+        return;
+    }
     println!(
         "\n{:<34} {:>10} {:>12} {:>8}",
         "query (top 10)", "ours ms", "pylance ms", "ratio"

@@ -67,22 +67,29 @@ fn pylance_search(py_: &str, dir: &str, k: usize, qs: &[(String, &str)]) -> Thei
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| {
-                let ids = r["ids"].as_array().unwrap();
-                let s = r["scores"].as_array().unwrap();
-                ids.iter()
-                    .zip(s)
-                    .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
-                    .collect()
-            })
+            .map(hits_of)
             .collect(),
         plan: v["plan"].as_str().unwrap_or_default().to_string(),
     }
 }
 
+/// One query's result in the script's output.
+fn hits_of(r: &serde_json::Value) -> Hits {
+    let ids = r["ids"].as_array().unwrap();
+    let s = r["scores"].as_array().unwrap();
+    ids.iter()
+        .zip(s)
+        .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
+        .collect()
+}
+
 async fn ours(ctx: &SessionContext, q: &str, op: &str, k: usize) -> Hits {
+    ours_on(ctx, "body", q, op, k).await
+}
+
+async fn ours_on(ctx: &SessionContext, columns: &str, q: &str, op: &str, k: usize) -> Hits {
     let sql = format!(
-        "SELECT id, _score FROM fts('t', 'body', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}"
+        "SELECT id, _score FROM fts('t', '{columns}', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}"
     );
     let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
     b.iter()
@@ -285,28 +292,9 @@ async fn multi_match(python: &str, td: &str, ctx: &SessionContext, k: usize) {
         );
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         for ((q, op), r) in cases.iter().zip(v["results"].as_array().unwrap()) {
-            let want: Hits = r["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .zip(r["scores"].as_array().unwrap())
-                .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
-                .collect();
+            let want = hits_of(r);
             assert!(!want.is_empty(), "{q}: pylance found nothing");
-            let sql = format!(
-                "SELECT id, _score FROM fts('t', '{columns}', '{q}', '{op}') ORDER BY _score DESC LIMIT {k}"
-            );
-            let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
-            let got: Hits = b
-                .iter()
-                .flat_map(|b| {
-                    let ids = b.column(0).as_primitive::<Int64Type>();
-                    let s = b.column(1).as_primitive::<Float32Type>();
-                    (0..b.num_rows())
-                        .map(|i| (ids.value(i), s.value(i)))
-                        .collect::<Vec<_>>()
-                })
-                .collect();
+            let got = ours_on(ctx, columns, q, op, k).await;
             same(&got, &want, &format!("multi-match {columns} '{q}' {op}"));
         }
     }
@@ -326,13 +314,7 @@ async fn fuzzy(python: &str, td: &str, ctx: &SessionContext, k: usize) {
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     for ((q, d), r) in cases.iter().zip(v["results"].as_array().unwrap()) {
-        let want: Hits = r["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .zip(r["scores"].as_array().unwrap())
-            .map(|(i, s)| (i.as_i64().unwrap(), s.as_f64().unwrap() as f32))
-            .collect();
+        let want = hits_of(r);
         assert!(!want.is_empty(), "{q}~{d}: pylance found nothing");
         let got = ours(ctx, &format!("{q}~{d}"), "OR", k).await;
         same(&got, &want, &format!("fuzzy '{q}~{d}'"));
