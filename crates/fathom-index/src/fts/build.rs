@@ -56,7 +56,8 @@ pub fn text_column(ds: &Dataset, column: &str) -> Result<()> {
 struct Postings {
     docs: Vec<u32>,
     freqs: Vec<u32>,
-    positions: Vec<Vec<u32>>,
+    /// Every document's positions, one after another (`freqs` apart).
+    positions: Vec<u32>,
 }
 
 /// The rows of one worker's share of a batch, analyzed: a local token
@@ -110,13 +111,13 @@ fn analyze_rows(
                 if p.docs.last() == Some(&row) {
                     *p.freqs.last_mut().expect("one per doc") += 1;
                     if positions {
-                        p.positions.last_mut().expect("one per doc").push(pos);
+                        p.positions.push(pos);
                     }
                 } else {
                     p.docs.push(row);
                     p.freqs.push(1);
                     if positions {
-                        p.positions.push(vec![pos]);
+                        p.positions.push(pos);
                     }
                 }
             });
@@ -219,7 +220,7 @@ pub async fn build_fts_segment(
                 g.docs
                     .extend(p.docs.iter().map(|r| doc_of[*r as usize - start]));
                 g.freqs.extend_from_slice(&p.freqs);
-                g.positions.extend(p.positions);
+                g.positions.extend_from_slice(&p.positions);
             }
         }
         done += n as u64;
@@ -386,7 +387,7 @@ async fn write_partition(
                 let impacts = posting::encode_impacts(&p.docs, &p.freqs, &norms);
                 let positions = params
                     .with_position
-                    .then(|| posting::encode_positions(&p.positions));
+                    .then(|| posting::encode_positions(&p.freqs, &p.positions));
                 EncodedPosting {
                     blocks,
                     max,

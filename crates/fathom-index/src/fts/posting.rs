@@ -239,14 +239,19 @@ fn encode_stream(values: &[u32], out: &mut Vec<u8>) {
 
 /// Positions of a posting list: one stream per block (each document's
 /// positions delta-coded, restarting at each document) and the byte
-/// offset of each block's stream.
-pub fn encode_positions(positions: &[Vec<u32>]) -> (Vec<u8>, Vec<u32>) {
+/// offset of each block's stream. `freqs`: each document's position count;
+/// `positions`: their positions, one document after another.
+pub fn encode_positions(freqs: &[u32], positions: &[u32]) -> (Vec<u8>, Vec<u32>) {
     let mut bytes = Vec::new();
     let mut offsets = Vec::new();
-    for block in positions.chunks(BLOCK) {
+    let mut values = Vec::new();
+    let mut at = 0usize;
+    for block in freqs.chunks(BLOCK) {
         offsets.push(bytes.len() as u32);
-        let mut values = Vec::new();
-        for doc in block {
+        values.clear();
+        for f in block {
+            let doc = &positions[at..at + *f as usize];
+            at += *f as usize;
             let mut prev = 0;
             for (i, p) in doc.iter().enumerate() {
                 values.push(if i == 0 { *p } else { p - prev });
@@ -331,7 +336,7 @@ mod tests {
         // research 3.5: last doc 507, impacts (1,2),(2,3),(3,4)
         let imp = encode_impacts(&[500, 505, 507], &[1, 2, 3], &[2, 3, 4]);
         assert_eq!(hex(&imp[0]), "fb030301020000");
-        let (p, o) = encode_positions(&[vec![1], vec![0, 1]]);
+        let (p, o) = encode_positions(&[1, 2], &[1, 0, 1]);
         assert_eq!((hex(&p), o), ("010001".to_string(), vec![0]));
         assert_eq!(
             decode_positions(&p, &[1, 2]).unwrap(),
@@ -369,7 +374,8 @@ mod tests {
         let pos: Vec<Vec<u32>> = (0..300)
             .map(|i| (0..(i % 4 + 1)).map(|j| j * 3 + i % 2).collect())
             .collect();
-        let (bytes, offs) = encode_positions(&pos);
+        let freqs_all: Vec<u32> = pos.iter().map(|p| p.len() as u32).collect();
+        let (bytes, offs) = encode_positions(&freqs_all, &pos.concat());
         assert_eq!(offs.len(), 3);
         for (bi, chunk) in pos.chunks(BLOCK).enumerate() {
             let end = offs.get(bi + 1).map_or(bytes.len(), |e| *e as usize);
