@@ -668,6 +668,11 @@ impl Cursor {
 
     /// The block (from the current one on) that would hold `target`.
     fn containing(&self, target: u32) -> usize {
+        let f = &self.list.first_docs;
+        // Most lookups are for the current block.
+        if f.get(self.block + 1).is_none_or(|next| target < *next) {
+            return self.block;
+        }
         let rest = &self.list.first_docs[self.block..];
         self.block + rest.partition_point(|f| *f <= target).saturating_sub(1)
     }
@@ -890,9 +895,11 @@ fn wand(
             }
         }
         if cursors[0].doc == pd {
+            // Scoring is cheaper than asking whether the row is allowed:
+            // score first, ask only a row that would enter.
+            let s = score_at(part, q, cursors.iter_mut(), pd, stats)?;
             let addr = part.rowaddrs[pd as usize];
-            if allow(addr) && !extra.excluded(pd, stats)? {
-                let s = score_at(part, q, cursors.iter_mut(), pd, stats)?;
+            if theta.is_none_or(|t| s >= t) && allow(addr) && !extra.excluded(pd, stats)? {
                 top.push(Scored { addr, score: s });
             }
             for c in cursors.iter_mut().filter(|c| c.doc == pd) {
@@ -972,25 +979,26 @@ fn intersect(
                 continue 'outer;
             }
         }
+        for c in extra.should.iter_mut() {
+            c.seek(d, stats)?;
+        }
+        let s = score_at(
+            part,
+            q,
+            cursors.iter_mut().chain(extra.should.iter_mut()),
+            d,
+            stats,
+        )?;
+        // Only a row whose score could enter is asked whether it is
+        // allowed, and its positions read (a phrase scores as its words'
+        // AND).
         let addr = part.rowaddrs[d as usize];
-        if allow(addr) && !extra.excluded(d, stats)? {
-            for c in extra.should.iter_mut() {
-                c.seek(d, stats)?;
-            }
-            let s = score_at(
-                part,
-                q,
-                cursors.iter_mut().chain(extra.should.iter_mut()),
-                d,
-                stats,
-            )?;
-            // Positions are read only for a row whose score could enter
-            // (a phrase scores as its words' AND).
-            if top.threshold().is_none_or(|t| s >= t)
-                && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
-            {
-                top.push(Scored { addr, score: s });
-            }
+        if top.threshold().is_none_or(|t| s >= t)
+            && allow(addr)
+            && !extra.excluded(d, stats)?
+            && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
+        {
+            top.push(Scored { addr, score: s });
         }
         cursors[0].next(stats)?;
         d = cursors[0].doc;
