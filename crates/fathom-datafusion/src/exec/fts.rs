@@ -28,11 +28,16 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{Array, ArrayRef, Float32Array, RecordBatch};
+use arrow_schema::SortOptions;
 use arrow_schema::{DataType, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{
+    EquivalenceProperties, Partitioning, PhysicalExpr, PhysicalSortExpr,
+};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
 };
@@ -78,6 +83,28 @@ pub struct FtsSpec {
     pub k: Option<usize>,
 }
 
+/// The node's properties: one partition, rows best first (by `_score`
+/// descending, when it is an output column), so that DataFusion needs no
+/// sort for `ORDER BY _score DESC` (a limit is enough).
+fn best_first(schema: &SchemaRef) -> Arc<PlanProperties> {
+    let Ok(i) = schema.index_of(crate::fts::SCORE_COLUMN) else {
+        return single_partition(schema.clone());
+    };
+    let order = PhysicalSortExpr {
+        expr: Arc::new(Column::new(crate::fts::SCORE_COLUMN, i)),
+        options: SortOptions {
+            descending: true,
+            nulls_first: true,
+        },
+    };
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new_with_orderings(schema.clone(), [[order]]),
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ))
+}
+
 /// Where an output column comes from.
 pub const SCORE: usize = usize::MAX;
 
@@ -112,7 +139,7 @@ impl FtsExec {
     ) -> Self {
         assert_eq!(flat.len(), spec.fields.len(), "one flat input per field");
         FtsExec {
-            props: single_partition(schema.clone()),
+            props: best_first(&schema),
             dataset,
             spec,
             read,

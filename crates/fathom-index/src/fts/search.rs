@@ -656,7 +656,17 @@ impl Cursor {
             }
         }
         self.ensure(stats)?;
-        let p = self.pos + self.docs[self.pos..].partition_point(|d| *d < target);
+        // Targets are mostly a few documents on (dense lists): look at
+        // the next ones before searching the rest of the block.
+        let rest = &self.docs[self.pos..];
+        let mut i = 0;
+        while i < 8 && i < rest.len() && rest[i] < target {
+            i += 1;
+        }
+        if i == 8 {
+            i += rest[8..].partition_point(|d| *d < target);
+        }
+        let p = self.pos + i;
         if p >= self.docs.len() {
             self.enter_block(self.block + 1);
         } else {
