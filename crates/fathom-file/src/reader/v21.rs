@@ -647,8 +647,9 @@ pub(crate) fn chunk_rows(
     for c in 0..chunks {
         let (ends, leftover) = (word(c * stride), word(c * stride + 1));
         let trailer = leftover > 0;
-        let starts = (ends + u64::from(trailer))
-            .checked_sub(u64::from(preamble))
+        let starts = ends
+            .checked_add(u64::from(trailer))
+            .and_then(|n| n.checked_sub(u64::from(preamble)))
             .ok_or_else(|| ctx.corrupt(format!("repetition index chunk {c} ends no row")))?;
         out.push(ChunkRows {
             first,
@@ -656,7 +657,13 @@ pub(crate) fn chunk_rows(
             preamble,
             trailer,
         });
-        first += starts;
+        // Corrupt counts can be anything: their sum is checked against
+        // the page's rows below.
+        first = first.checked_add(starts).ok_or_else(|| {
+            ctx.corrupt(format!(
+                "the repetition index counts more rows than fit in 64 bits (chunk {c})"
+            ))
+        })?;
         preamble = trailer;
     }
     if first != rows || preamble {
