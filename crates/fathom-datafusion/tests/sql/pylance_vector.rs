@@ -252,14 +252,30 @@ async fn we_search_pylance_vector_indexes() {
         )
         .await;
         assert!(plan.contains("index=emb_idx"), "{kind}: {plan}");
+        // Unrefined, both rank by approximate (PQ/SQ) distances summed in
+        // their own order: two rows nearly tied at the 10th place may
+        // swap (CI saw one such swap for IVF_PQ in one run of many). At
+        // most one row per query may differ, and 98% overall must agree;
+        // the refined search below must agree exactly.
+        let mut mine_all = vec![];
         for (i, q) in qs.iter().enumerate() {
-            let mine: BTreeSet<i64> = ours(&ctx, q, metric, 10).await.into_iter().collect();
-            let their: BTreeSet<i64> = theirs.results[i].iter().copied().collect();
-            assert_eq!(
-                mine, their,
-                "{kind} {metric}: our search of pylance's index vs pylance's"
+            let mine = ours(&ctx, q, metric, 10).await;
+            let shared = mine
+                .iter()
+                .filter(|x| theirs.results[i].contains(x))
+                .count();
+            assert!(
+                shared + 1 >= theirs.results[i].len(),
+                "{kind} {metric}: our search of pylance's index vs pylance's: {mine:?} vs {:?}",
+                theirs.results[i]
             );
+            mine_all.push(mine);
         }
+        let r = overlap(&mine_all, &theirs.results);
+        assert!(
+            r >= 0.98,
+            "{kind} {metric}: our search of pylance's index shares {r:.3} of pylance's neighbours"
+        );
         run_sql(&ctx, "SET fathom.refine_factor = 1000")
             .await
             .unwrap();
