@@ -139,13 +139,34 @@ async fn ours(ctx: &SessionContext, qs: &[Vec<f32>], filter: &str) -> (f64, Vec<
     let mut ids = vec![];
     // Warm: the partitions every query probes are loaded once first
     // (pylance's side does the same).
-    for q in qs {
-        ctx.sql(&sql_of(q, filter))
+    // `FATHOM_BENCH_LOOP_RUNS=n`: the warm-up pass n times (for a profiler).
+    let passes: usize = std::env::var("FATHOM_BENCH_LOOP_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for _ in 0..passes {
+        for q in qs {
+            ctx.sql(&sql_of(q, filter))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+        }
+    }
+    // `FATHOM_BENCH_EXPLAIN=1`: the first query's EXPLAIN ANALYZE.
+    if std::env::var("FATHOM_BENCH_EXPLAIN").is_ok() {
+        let b = ctx
+            .sql(&format!("EXPLAIN ANALYZE {}", sql_of(&qs[0], filter)))
             .await
             .unwrap()
             .collect()
             .await
             .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&b).unwrap();
+        for line in text.to_string().lines().filter(|l| l.contains("Exec")) {
+            println!("{}", line.chars().take(400).collect::<String>());
+        }
     }
     for q in qs {
         let sql = sql_of(q, filter);

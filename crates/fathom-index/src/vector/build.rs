@@ -339,16 +339,7 @@ async fn write_index_file(dir: &SegmentDir, model: &Model) -> Result<IndexFile> 
     .await
 }
 
-/// Σ (a - b)² over 8-bit codes.
-pub fn code_l2(a: &[u8], b: &[u8]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let d = *x as i32 - *y as i32;
-            (d * d) as u32
-        })
-        .sum::<u32>() as f32
-}
+pub use super::distance::code_l2;
 
 /// `index.idx` of IVF_HNSW_SQ: every partition's graph rows (levels one
 /// after another), the IVF centroids with the graph row ranges, and the

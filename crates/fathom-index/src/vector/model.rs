@@ -2,7 +2,7 @@
 //! product or scalar), with Lance's encodings (research:
 //! lance-index-bytes.md sections 2.3, 2.4).
 
-use super::distance::{Metric, dot, l2_squared, normalize};
+use super::distance::{Metric, code_l2_kernel, cosine_distance, dot, l2_squared, normalize};
 use super::kmeans::{Centroids, nearest_rows, nearest_strided, par_ranges, row_norms, train};
 use crate::error::{Error, Result};
 
@@ -403,12 +403,33 @@ impl Scorer {
         flat: &[f32],
         codes: &[u8],
     ) -> Vec<f32> {
-        match self {
+        score_rows(self, metric, q, n, flat, codes)
+    }
+}
+
+super::distance::avx2_dispatch! {
+    fn score_rows(
+        s: &Scorer,
+        metric: Metric,
+        q: &[f32],
+        n: usize,
+        flat: &[f32],
+        codes: &[u8],
+    ) -> Vec<f32> {
+        match s {
             Scorer::Flat => {
+                // Plain loops: an iterator's `collect` would be a generic
+                // function of its own, compiled without AVX2.
                 let dim = q.len();
-                (0..n)
-                    .map(|i| metric.distance(q, &flat[i * dim..(i + 1) * dim]))
-                    .collect()
+                let mut out = Vec::with_capacity(n);
+                for x in flat[..n * dim].chunks_exact(dim.max(1)) {
+                    out.push(match metric {
+                        Metric::L2 => l2_squared(q, x),
+                        Metric::Cosine => cosine_distance(q, x),
+                        Metric::Dot => 1.0 - dot(q, x),
+                    });
+                }
+                out
             }
             Scorer::Pq { m, table } => {
                 let mut out = vec![if metric == Metric::Dot { 1.0 } else { 0.0 }; n];
@@ -431,20 +452,21 @@ impl Scorer {
                     // Dequantized: x · (start + (code + ½)·scale).
                     let qsum: f32 = q.iter().sum();
                     let base = start + 0.5 * scale;
-                    (0..n)
-                        .map(|i| {
-                            let c = &codes[i * dim..(i + 1) * dim];
-                            let mut acc = [0f32; 8];
-                            for (j, (c, x)) in c.iter().zip(q).enumerate() {
-                                acc[j % 8] += *c as f32 * x;
-                            }
-                            1.0 - (base * qsum + scale * acc.iter().sum::<f32>())
-                        })
-                        .collect()
+                    let mut out = Vec::with_capacity(n);
+                    for c in codes[..n * dim].chunks_exact(dim.max(1)) {
+                        let mut acc = [0f32; 8];
+                        for (j, (c, x)) in c.iter().zip(q).enumerate() {
+                            acc[j % 8] += *c as f32 * x;
+                        }
+                        out.push(1.0 - (base * qsum + scale * acc.iter().sum::<f32>()));
+                    }
+                    out
                 } else {
-                    (0..n)
-                        .map(|i| super::build::code_l2(query, &codes[i * dim..(i + 1) * dim]) * s2)
-                        .collect()
+                    let mut out = Vec::with_capacity(n);
+                    for c in codes[..n * dim].chunks_exact(dim.max(1)) {
+                        out.push(code_l2_kernel(query, c) * s2);
+                    }
+                    out
                 }
             }
         }

@@ -393,6 +393,69 @@ impl VectorSegment {
         Ok(graph)
     }
 
+    /// Scores partition `p` (`part`) for the prepared query `q` into `top`.
+    #[allow(clippy::too_many_arguments)]
+    fn score_partition(
+        &self,
+        q: &[f32],
+        p: usize,
+        part: &Partition,
+        k: usize,
+        ef: usize,
+        allow: &(dyn Fn(u64) -> bool + Sync),
+        top: &mut Top,
+        stats: &mut SearchStats,
+    ) {
+        let model = &self.model;
+        stats.partitions_probed += 1;
+        let n = part.ids.len();
+        if n == 0 {
+            return;
+        }
+        // A graph search that would keep every row scores them all.
+        let graph = part.graph.as_ref().filter(|_| ef.max(k) < n);
+        let mut offer = |i: usize, dist: f32| {
+            let id = part.ids[i];
+            let e = (Ordered(dist), id);
+            if top.full_and_beats(&e) {
+                return;
+            }
+            if !allow(id) {
+                stats.rows_excluded += 1;
+                return;
+            }
+            top.push(e);
+        };
+        match (graph, &model.quantizer) {
+            (Some(g), Quantizer::Sq { start, end }) => {
+                let qc: Vec<u8> = q.iter().map(|x| sq_code(*x, *start, *end)).collect();
+                let s2 = ((end - start) / 255.0).powi(2);
+                let dim = model.dim;
+                let codes = &part.codes;
+                let dist = |node: u32| {
+                    let c = &codes[node as usize * dim..(node as usize + 1) * dim];
+                    code_l2(&qc, c) * s2
+                };
+                let ids = &part.ids;
+                let found = hnsw::search(g, n, &dist, k, ef, &|node| allow(ids[node as usize]));
+                let found_n = found.len();
+                for (d, node) in found {
+                    offer(node as usize, d);
+                }
+                stats.candidates_scored += found_n;
+            }
+            _ => {
+                let d = model
+                    .scorer(q, p)
+                    .score(model.metric, q, n, &part.flat, &part.codes);
+                for (i, dist) in d.into_iter().enumerate() {
+                    offer(i, dist);
+                }
+                stats.candidates_scored += n;
+            }
+        }
+    }
+
     /// The `k` nearest stored ids to `query` (raw, `dim` long) among the
     /// `nprobes` nearest partitions, by the index's approximate distance,
     /// nearest first; rows whose id `allow` rejects never take a place.
@@ -416,64 +479,103 @@ impl VectorSegment {
         let mut q = query.to_vec();
         Model::prepare_with(model.metric, &mut q);
         let probes = model.centroids.nearest_n(&q, nprobes.max(1));
-        let mut heap: BinaryHeap<(Ordered, u64)> = BinaryHeap::new();
-        let mut stats = SearchStats::default();
+        let mut parts = Vec::with_capacity(probes.len());
         for p in probes {
-            let part = self.partition(p, cache).await?;
-            stats.partitions_probed += 1;
-            let n = part.ids.len();
-            if n == 0 {
-                continue;
-            }
-            // A graph search that would keep every row scores them all.
-            let graph = part.graph.as_ref().filter(|_| ef.max(k) < n);
-            let d: Vec<(usize, f32)> = match (graph, &model.quantizer) {
-                (Some(g), Quantizer::Sq { start, end }) => {
-                    let qc: Vec<u8> = q.iter().map(|x| sq_code(*x, *start, *end)).collect();
-                    let s2 = ((end - start) / 255.0).powi(2);
-                    let dim = model.dim;
-                    let codes = &part.codes;
-                    let dist = |node: u32| {
-                        let c = &codes[node as usize * dim..(node as usize + 1) * dim];
-                        code_l2(&qc, c) * s2
-                    };
-                    let ids = &part.ids;
-                    let found = hnsw::search(g, n, &dist, k, ef, &|node| allow(ids[node as usize]));
-                    stats.candidates_scored += found.len();
-                    found
-                        .into_iter()
-                        .map(|(d, node)| (node as usize, d))
-                        .collect()
-                }
-                _ => {
-                    stats.candidates_scored += n;
-                    model
-                        .scorer(&q, p)
-                        .score(model.metric, &q, n, &part.flat, &part.codes)
-                        .into_iter()
-                        .enumerate()
-                        .collect()
-                }
-            };
-            for (i, dist) in d {
-                let id = part.ids[i];
-                let e = (Ordered(dist), id);
-                if heap.len() == k && heap.peek().is_some_and(|top| e >= *top) {
-                    continue;
-                }
-                if !allow(id) {
-                    stats.rows_excluded += 1;
-                    continue;
-                }
-                heap.push(e);
-                if heap.len() > k {
-                    heap.pop();
-                }
+            parts.push((p, self.partition(p, cache).await?));
+        }
+        // Partitions are scored on every core when there are enough rows
+        // to pay for the threads: contiguous groups of about equal rows,
+        // each with its own top k, merged after. The k smallest (distance,
+        // id) pairs are the same whichever thread saw them.
+        let rows: usize = parts.iter().map(|(_, p)| p.ids.len()).sum();
+        let threads = if rows >= PARALLEL_ROWS {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        }
+        .min(parts.len())
+        .max(1);
+        let mut groups: Vec<&[(usize, Arc<Partition>)]> = Vec::with_capacity(threads);
+        let (mut start, mut acc) = (0, 0);
+        for (i, (_, part)) in parts.iter().enumerate() {
+            acc += part.ids.len();
+            if acc * threads >= rows * (groups.len() + 1) && groups.len() + 1 < threads {
+                groups.push(&parts[start..=i]);
+                start = i + 1;
             }
         }
+        groups.push(&parts[start..]);
+        let run = |g: &[(usize, Arc<Partition>)]| {
+            let mut top = Top::new(k);
+            let mut stats = SearchStats::default();
+            for (p, part) in g {
+                self.score_partition(&q, *p, part, k, ef, allow, &mut top, &mut stats);
+            }
+            (top, stats)
+        };
+        let done: Vec<(Top, SearchStats)> = if groups.len() == 1 {
+            vec![run(groups[0])]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = groups[1..]
+                    .iter()
+                    .map(|g| {
+                        let run = &run;
+                        s.spawn(move || run(g))
+                    })
+                    .collect();
+                let mut v = vec![run(groups[0])];
+                v.extend(handles.into_iter().map(|h| h.join().unwrap()));
+                v
+            })
+        };
+        let mut heap = Top::new(k);
+        let mut stats = SearchStats::default();
+        for (t, s) in done {
+            stats.partitions_probed += s.partitions_probed;
+            stats.candidates_scored += s.candidates_scored;
+            stats.rows_excluded += s.rows_excluded;
+            for e in t.heap {
+                heap.push(e);
+            }
+        }
+        let heap = heap.heap;
         let mut out: Vec<(u64, f32)> = heap.into_iter().map(|(d, id)| (id, d.0)).collect();
         out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         Ok((out, stats))
+    }
+}
+
+/// Partitions are scored on several cores from this many rows probed.
+const PARALLEL_ROWS: usize = 32_768;
+
+/// The `k` smallest (distance, id) pairs seen.
+struct Top {
+    k: usize,
+    heap: BinaryHeap<(Ordered, u64)>,
+}
+
+impl Top {
+    fn new(k: usize) -> Top {
+        Top {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    /// Whether `e` cannot take a place.
+    fn full_and_beats(&self, e: &(Ordered, u64)) -> bool {
+        self.heap.len() >= self.k && self.heap.peek().is_none_or(|top| *e >= *top)
+    }
+
+    fn push(&mut self, e: (Ordered, u64)) {
+        if self.full_and_beats(&e) {
+            return;
+        }
+        self.heap.push(e);
+        if self.heap.len() > self.k {
+            self.heap.pop();
+        }
     }
 }
 
