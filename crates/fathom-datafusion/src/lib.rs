@@ -27,6 +27,7 @@
 //! TableProvider::scan ─► plan::plan_scan (pure) ─► ScanPlan ─► plan::lower ─► exec nodes
 //! ```
 
+mod array_literal;
 mod catalog;
 mod codec;
 mod count_rule;
@@ -105,6 +106,7 @@ pub fn with_fathom_rules(builder: SessionStateBuilder) -> SessionStateBuilder {
 /// a distance `LIMIT k` over a Fathom table is then a vector search.
 /// [`new_session`] does both.
 pub fn add_vector_search(ctx: &SessionContext) {
+    array_literal::install(ctx);
     for f in udf::distance_udfs() {
         ctx.register_udf(f);
     }

@@ -19,7 +19,6 @@
 //! read. The distances a query returns are thus always exact; with every
 //! partition probed the result is the brute-force result.
 
-use std::collections::BinaryHeap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -37,7 +36,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect,
 };
 use fathom_index::IndexCache;
-use fathom_index::vector::segment::Ordered;
+use fathom_index::vector::Nearest;
 use fathom_index::vector::{Metric, VectorSegment};
 use fathom_table::format::IndexMetadata;
 use fathom_table::scan::Projection;
@@ -273,42 +272,9 @@ struct KnnRun {
     schema: SchemaRef,
 }
 
-/// Keeps the k smallest (distance, address) pairs.
-struct TopK {
-    k: usize,
-    heap: BinaryHeap<(Ordered, u64)>,
-}
-
-impl TopK {
-    fn new(k: usize) -> Self {
-        TopK {
-            k,
-            heap: BinaryHeap::with_capacity(k + 1),
-        }
-    }
-    fn push(&mut self, d: f32, addr: u64) {
-        if self.k == 0 || d.is_nan() {
-            return;
-        }
-        let e = (Ordered(d), addr);
-        if self.heap.len() == self.k {
-            if e >= *self.heap.peek().unwrap() {
-                return;
-            }
-            self.heap.pop();
-        }
-        self.heap.push(e);
-    }
-    fn sorted(self) -> Vec<(u64, f32)> {
-        let mut v: Vec<(u64, f32)> = self.heap.into_iter().map(|(d, a)| (a, d.0)).collect();
-        v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        v
-    }
-}
-
 impl KnnRun {
     /// Exact distances of the rows at `addrs` (sorted), pushed into `top`.
-    async fn score_addresses(&self, addrs: &[u64], top: &mut TopK) -> Result<()> {
+    async fn score_addresses(&self, addrs: &[u64], top: &mut Nearest) -> Result<()> {
         if addrs.is_empty() {
             return Ok(());
         }
@@ -325,14 +291,18 @@ impl KnnRun {
         self.score_batch(b.column(0), b.column(1), top)
     }
 
-    fn score_batch(&self, vectors: &ArrayRef, addrs: &ArrayRef, top: &mut TopK) -> Result<()> {
+    fn score_batch(&self, vectors: &ArrayRef, addrs: &ArrayRef, top: &mut Nearest) -> Result<()> {
         let v = Vectors::from_array(&self.spec.column_name, vectors)?;
         let a = addrs.as_primitive::<UInt64Type>();
         for i in 0..v.len() {
             if let Some(x) = v.get(i)
                 && x.len() == self.spec.query.len()
             {
-                top.push(self.spec.metric.distance(&self.spec.query, x), a.value(i));
+                let d = self.spec.metric.distance(&self.spec.query, x);
+                // A NaN distance (a NaN in the stored vector) ranks nowhere.
+                if !d.is_nan() {
+                    top.push(d, a.value(i));
+                }
             }
         }
         Ok(())
@@ -340,7 +310,7 @@ impl KnnRun {
 
     async fn run(self, ctx: Arc<TaskContext>, c: Counters) -> Result<RecordBatch> {
         let k = self.spec.k;
-        let mut top = TopK::new(k);
+        let mut top = Nearest::new(k);
         if !self.segments.is_empty() {
             // Rows the search may return.
             let allow: RowSet = match &self.prefilter {
@@ -430,7 +400,7 @@ impl KnnRun {
                 self.score_batch(b.column(0), b.column(1), &mut top)?;
             }
         }
-        let winners: Vec<u64> = top.sorted().into_iter().map(|(a, _)| a).collect();
+        let winners: Vec<u64> = top.into_sorted().into_iter().map(|(a, _)| a).collect();
         let b = self
             .dataset
             .take_addresses(&winners, &self.read)

@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, HashMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::segment::Ordered;
+use super::nearest::Ordered;
 
 /// Graph parameters (Lance's defaults: m 20, ef_construction 150, 7 levels).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +124,13 @@ impl Visited {
             epoch: 0,
         }
     }
+    /// Room for nodes `0..n`.
+    fn grow(&mut self, n: usize) {
+        if self.stamp.len() < n {
+            // New slots hold 0, which no epoch after a `clear` equals.
+            self.stamp.resize(n, 0);
+        }
+    }
     fn clear(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
@@ -155,17 +162,24 @@ pub fn search(
     if n == 0 || g.levels.is_empty() {
         return vec![];
     }
-    let mut visited = Visited::new(n);
-    let mut ep = vec![(dist(g.entry_point), g.entry_point)];
-    for level in (1..g.levels.len()).rev() {
-        if g.levels[level].nodes.is_empty() {
-            continue;
-        }
-        ep = search_level(g, dist, &ep, 1, level, &mut visited, &|_| true);
+    // One visited set per thread, grown to the largest graph searched,
+    // rather than one allocation per partition searched.
+    thread_local! {
+        static VISITED: std::cell::RefCell<Visited> = std::cell::RefCell::new(Visited::new(0));
     }
-    let mut out = search_level(g, dist, &ep, ef.max(k), 0, &mut visited, allow);
-    out.truncate(k);
-    out
+    VISITED.with_borrow_mut(|visited| {
+        visited.grow(n);
+        let mut ep = vec![(dist(g.entry_point), g.entry_point)];
+        for level in (1..g.levels.len()).rev() {
+            if g.levels[level].nodes.is_empty() {
+                continue;
+            }
+            ep = search_level(g, dist, &ep, 1, level, visited, &|_| true);
+        }
+        let mut out = search_level(g, dist, &ep, ef.max(k), 0, visited, allow);
+        out.truncate(k);
+        out
+    })
 }
 
 /// Builds the graph of `n` nodes with `dist(a, b)` between nodes.

@@ -9,10 +9,12 @@ pub mod distance;
 pub mod hnsw;
 pub mod kmeans;
 pub mod model;
+pub mod nearest;
 pub mod pb;
 pub mod segment;
 
 pub use build::{ProgressFn, Training, build_vector_segment, vector_dim};
 pub use distance::Metric;
 pub use model::{Model, VectorKind, VectorParams};
+pub use nearest::{Nearest, Ordered};
 pub use segment::{SearchStats, VectorSegment, declared, is_vector};

@@ -2,7 +2,6 @@
 //! the codebook / bounds from `auxiliary.idx`), partitions read on demand
 //! (only those probed) and kept in the [`IndexCache`].
 
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -19,6 +18,7 @@ use super::hnsw;
 use super::kmeans::Centroids;
 use super::model::sq_code;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind};
+use super::nearest::Nearest;
 use super::pb;
 use crate::cache::IndexCache;
 use crate::error::{Error, Result};
@@ -403,7 +403,7 @@ impl VectorSegment {
         k: usize,
         ef: usize,
         allow: &(dyn Fn(u64) -> bool + Sync),
-        top: &mut Top,
+        top: &mut Nearest,
         stats: &mut SearchStats,
     ) {
         let model = &self.model;
@@ -416,15 +416,14 @@ impl VectorSegment {
         let graph = part.graph.as_ref().filter(|_| ef.max(k) < n);
         let mut offer = |i: usize, dist: f32| {
             let id = part.ids[i];
-            let e = (Ordered(dist), id);
-            if top.full_and_beats(&e) {
+            if top.rejects(dist, id) {
                 return;
             }
             if !allow(id) {
                 stats.rows_excluded += 1;
                 return;
             }
-            top.push(e);
+            top.push(dist, id);
         };
         match (graph, &model.quantizer) {
             (Some(g), Quantizer::Sq { start, end }) => {
@@ -468,6 +467,25 @@ impl VectorSegment {
         cache: &IndexCache,
         allow: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
+        self.search_split(query, k, nprobes, ef, cache, allow, None)
+            .await
+    }
+
+    /// [`search`](Self::search) with the probed partitions split into
+    /// `threads` groups scored on their own threads (`None`: every core
+    /// once [`PARALLEL_ROWS`] rows are probed, else one). The result does
+    /// not depend on the split.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn search_split(
+        &self,
+        query: &[f32],
+        k: usize,
+        nprobes: usize,
+        ef: usize,
+        cache: &IndexCache,
+        allow: &(dyn Fn(u64) -> bool + Sync),
+        threads: Option<usize>,
+    ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
         let model = &self.model;
         if query.len() != model.dim {
             return Err(Error::InvalidInput(format!(
@@ -488,13 +506,16 @@ impl VectorSegment {
         // each with its own top k, merged after. The k smallest (distance,
         // id) pairs are the same whichever thread saw them.
         let rows: usize = parts.iter().map(|(_, p)| p.ids.len()).sum();
-        let threads = if rows >= PARALLEL_ROWS {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            1
-        }
-        .min(parts.len())
-        .max(1);
+        let threads = threads
+            .unwrap_or_else(|| {
+                if rows >= PARALLEL_ROWS {
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                } else {
+                    1
+                }
+            })
+            .min(parts.len())
+            .max(1);
         let mut groups: Vec<&[(usize, Arc<Partition>)]> = Vec::with_capacity(threads);
         let (mut start, mut acc) = (0, 0);
         for (i, (_, part)) in parts.iter().enumerate() {
@@ -506,14 +527,14 @@ impl VectorSegment {
         }
         groups.push(&parts[start..]);
         let run = |g: &[(usize, Arc<Partition>)]| {
-            let mut top = Top::new(k);
+            let mut top = Nearest::new(k);
             let mut stats = SearchStats::default();
             for (p, part) in g {
                 self.score_partition(&q, *p, part, k, ef, allow, &mut top, &mut stats);
             }
             (top, stats)
         };
-        let done: Vec<(Top, SearchStats)> = if groups.len() == 1 {
+        let done: Vec<(Nearest, SearchStats)> = if groups.len() == 1 {
             vec![run(groups[0])]
         } else {
             std::thread::scope(|s| {
@@ -529,70 +550,20 @@ impl VectorSegment {
                 v
             })
         };
-        let mut heap = Top::new(k);
+        let mut top = Nearest::new(k);
         let mut stats = SearchStats::default();
         for (t, s) in done {
             stats.partitions_probed += s.partitions_probed;
             stats.candidates_scored += s.candidates_scored;
             stats.rows_excluded += s.rows_excluded;
-            for e in t.heap {
-                heap.push(e);
-            }
+            top.merge(t);
         }
-        let heap = heap.heap;
-        let mut out: Vec<(u64, f32)> = heap.into_iter().map(|(d, id)| (id, d.0)).collect();
-        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        Ok((out, stats))
+        Ok((top.into_sorted(), stats))
     }
 }
 
 /// Partitions are scored on several cores from this many rows probed.
-const PARALLEL_ROWS: usize = 32_768;
-
-/// The `k` smallest (distance, id) pairs seen.
-struct Top {
-    k: usize,
-    heap: BinaryHeap<(Ordered, u64)>,
-}
-
-impl Top {
-    fn new(k: usize) -> Top {
-        Top {
-            k,
-            heap: BinaryHeap::with_capacity(k + 1),
-        }
-    }
-
-    /// Whether `e` cannot take a place.
-    fn full_and_beats(&self, e: &(Ordered, u64)) -> bool {
-        self.heap.len() >= self.k && self.heap.peek().is_none_or(|top| *e >= *top)
-    }
-
-    fn push(&mut self, e: (Ordered, u64)) {
-        if self.full_and_beats(&e) {
-            return;
-        }
-        self.heap.push(e);
-        if self.heap.len() > self.k {
-            self.heap.pop();
-        }
-    }
-}
-
-/// An f32 ordered by `total_cmp` (NaN last).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Ordered(pub f32);
-impl Eq for Ordered {}
-impl PartialOrd for Ordered {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ordered {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
-    }
-}
+pub const PARALLEL_ROWS: usize = 32_768;
 
 /// Whether a segment is a vector index (by its `index_details`).
 pub fn is_vector(meta: &IndexMetadata) -> bool {
