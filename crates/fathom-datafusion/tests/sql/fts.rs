@@ -729,6 +729,82 @@ async fn equals_brute_force_through_changes() {
 
 /// A column without an inverted index is searched flat, with the same
 /// results; bad calls are clear errors.
+/// The most frequent words hold thousands of rows in many posting blocks
+/// each, so AND, phrase and boolean top k go through many windows of the
+/// intersection, most skipped by their block maxima once the top k fills:
+/// every result equals brute force, with and without a prefilter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_terms_top_k_equals_brute_force() {
+    let (_dir, ctx, mut m) = setup(12_000, 12_000, 21).await;
+    run_sql(
+        &ctx,
+        "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
+    )
+    .await
+    .unwrap();
+    for r in m.rows.iter_mut() {
+        r.indexed = true;
+    }
+    let vocab = vocabulary();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2121);
+    for i in 0..18 {
+        // Among the six most frequent words (Zipf rank 1..6); phrases of
+        // two (three such words in a row are too rare).
+        let n = if i % 3 == 1 {
+            2
+        } else {
+            rng.random_range(2..=3)
+        };
+        let w: Vec<&str> = (0..n)
+            .map(|_| vocab[rng.random_range(0..6)].as_str())
+            .collect();
+        let (filter, keep): (&str, &dyn Fn(&Row) -> bool) = if i % 3 == 2 {
+            ("id % 4 = 1", &|r: &Row| r.id % 4 == 1)
+        } else {
+            ("true", &|_: &Row| true)
+        };
+        let (q, op, want) = match i % 3 {
+            0 => {
+                let q = w.join(" ");
+                let want = m.search(&q, true, keep);
+                (q, ", 'AND'", want)
+            }
+            1 => {
+                let slop = [0, 1][rng.random_range(0..2)];
+                let q = w.join(" ");
+                let want = m.search_as(&q, false, Some(slop), keep);
+                let q = if slop > 0 {
+                    format!("\"{q}\"~{slop}")
+                } else {
+                    format!("\"{q}\"")
+                };
+                (q, "", want)
+            }
+            _ => {
+                let q = format!("+{} +{} {}", w[0], vocab[6 + i], w[1]);
+                let want = m.search(&q, false, keep);
+                (q, "", want)
+            }
+        };
+        assert!(want.len() > 10, "'{q}' is not dense: {} rows", want.len());
+        for k in [1, 10, 100] {
+            let top = scored(
+                &ctx,
+                &format!(
+                    "SELECT id, _score FROM fts('t', 'body', '{q}'{op}) WHERE {filter} ORDER BY _score DESC LIMIT {k}"
+                ),
+            )
+            .await;
+            same(
+                &top,
+                &want,
+                Some(k),
+                &format!("'{q}'{op} WHERE {filter} k {k}"),
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flat_without_index_and_errors() {
     let (_dir, ctx, m) = setup(500, 200, 7).await;

@@ -446,6 +446,18 @@ impl Query {
         wanted.then_some(s)
     }
 
+    /// BM25 of a row of length `len` holding each term `tf[i]` times,
+    /// summed in term order.
+    pub fn bm25_sum(&self, tf: &[u32], len: u32) -> f32 {
+        let mut s = 0f32;
+        for (i, f) in tf.iter().enumerate() {
+            if *f > 0 {
+                s += posting::bm25(self.idf[i], *f, len, self.avgdl);
+            }
+        }
+        s
+    }
+
     /// Frequencies of the terms in `text` and its length in tokens.
     pub fn row(&self, analyzer: &Analyzer, text: &str) -> (Vec<u32>, u32) {
         let mut tf = vec![0u32; self.terms.len()];
@@ -623,10 +635,11 @@ impl Cursor {
         Ok(())
     }
 
-    /// Positions of the current document (after `load_positions`).
-    fn positions(&self) -> &[u32] {
+    /// Positions of the document at place `pos` of the current block
+    /// (after `load_positions`).
+    fn positions_at(&self, pos: usize) -> &[u32] {
         let p = &self.positions;
-        match (p.starts.get(self.pos), p.starts.get(self.pos + 1)) {
+        match (p.starts.get(pos), p.starts.get(pos + 1)) {
             (Some(a), Some(b)) => &p.flat[*a as usize..*b as usize],
             _ => &[],
         }
@@ -685,6 +698,19 @@ impl Cursor {
         }
         let rest = &self.list.first_docs[self.block..];
         self.block + rest.partition_point(|f| *f <= target).saturating_sub(1)
+    }
+
+    /// The last document the current block may hold.
+    fn block_last(&self) -> u32 {
+        self.list
+            .first_docs
+            .get(self.block + 1)
+            .map_or(END, |f| f.saturating_sub(1))
+    }
+
+    /// Upper bound of this term's score in the current block.
+    fn block_bound_here(&self) -> f32 {
+        self.list.block_max[self.block] * self.scale
     }
 
     /// Upper bound of this term's score at `target` and the last doc of
@@ -817,14 +843,7 @@ fn score_at<'a>(
         tf[c.term] = c.tf(stats)?;
     }
     stats.docs_scored += 1;
-    let len = part.lens[d as usize];
-    let mut s = 0f32;
-    for (i, f) in tf.iter().enumerate() {
-        if *f > 0 {
-            s += posting::bm25(q.idf[i], *f, len, q.avgdl);
-        }
-    }
-    Ok(s)
+    Ok(q.bm25_sum(tf, part.lens[d as usize]))
 }
 
 /// The cursors of a query's optional (`Should`) and excluded (`MustNot`)
@@ -923,8 +942,14 @@ fn wand(
     }
 }
 
-/// Whether the document every cursor is on holds the phrase.
-fn phrase_here(q: &Query, cursors: &mut [Cursor], stats: &mut SearchStats) -> Result<bool> {
+/// Whether the candidate the cursors hold at `at` (each cursor's place in
+/// its decoded block, in cursor order) holds the phrase.
+fn phrase_at_places(
+    q: &Query,
+    cursors: &mut [Cursor],
+    at: impl Fn(usize) -> usize,
+    stats: &mut SearchStats,
+) -> Result<bool> {
     for c in cursors.iter_mut() {
         c.load_positions(stats)?;
     }
@@ -936,12 +961,19 @@ fn phrase_here(q: &Query, cursors: &mut [Cursor], stats: &mut SearchStats) -> Re
         big = vec![&[][..]; q.terms.len()];
         &mut big
     };
-    for c in cursors.iter() {
-        refs[c.term] = c.positions();
+    for (i, c) in cursors.iter().enumerate() {
+        refs[c.term] = c.positions_at(at(i));
     }
     Ok(q.phrase_at(refs))
 }
 
+/// Documents every required term holds, found a window at a time: a
+/// window ends where the first of the cursors' current blocks ends, so
+/// each cursor's documents in it are one slice of its decoded block. The
+/// window's block maxima are checked once; the candidates are the lead
+/// (rarest) term's documents, narrowed by a merge with each other term's
+/// slice; each is scored, and only one whose score could enter the top k
+/// is asked whether it is allowed and (phrases) read for positions.
 fn intersect(
     part: &Partition,
     q: &Query,
@@ -952,66 +984,120 @@ fn intersect(
     stats: &mut SearchStats,
 ) -> Result<()> {
     cursors.sort_by_key(|c| c.list.df);
+    let n = cursors.len();
+    // Candidate `j` is document `docs[j]`, at place `at[i][j]` of
+    // cursor `i`'s decoded block.
+    let mut docs: Vec<u32> = Vec::with_capacity(BLOCK);
+    let mut at: Vec<Vec<u32>> = vec![Vec::with_capacity(BLOCK); n];
+    let mut tf = vec![0u32; q.terms.len()];
     let mut d = cursors[0].doc;
-    // Documents up to here lie in blocks whose bounds were checked.
-    let mut checked_until = 0u32;
-    'outer: while d != END {
-        // Block-max skipping: no document up to the end of the first of
-        // the blocks that would hold `d` can beat the k-th score. Checked
-        // once per run of blocks, not per document.
-        if d >= checked_until
-            && let Some(t) = top.threshold()
-        {
-            let (mut bound, mut end) = (extra.should_ub, END);
-            for c in cursors.iter() {
-                let (b, e) = c.block_bound(d);
-                bound += b;
-                end = end.min(e);
+    loop {
+        // The window starts at the first document every cursor may hold.
+        for c in cursors.iter_mut() {
+            c.seek(d, stats)?;
+            d = d.max(c.doc);
+        }
+        if d == END {
+            return Ok(());
+        }
+        for c in cursors.iter_mut() {
+            c.seek(d, stats)?;
+        }
+        let mut end = END;
+        for c in cursors.iter() {
+            if c.doc == END {
+                return Ok(());
             }
+            end = end.min(c.block_last());
+        }
+        // Block-max skipping: no document of the window can beat the
+        // k-th score.
+        if let Some(t) = top.threshold() {
+            let bound: f32 =
+                extra.should_ub + cursors.iter().map(|c| c.block_bound_here()).sum::<f32>();
             if loosen(bound) < t {
                 if end == END {
                     return Ok(());
                 }
-                cursors[0].seek(end + 1, stats)?;
-                d = cursors[0].doc;
+                d = end + 1;
                 continue;
             }
-            checked_until = end.saturating_add(1);
         }
-        for i in 0..cursors.len() {
-            cursors[i].seek(d, stats)?;
-            if cursors[i].doc != d {
-                d = cursors[i].doc;
-                if i > 0 {
-                    cursors[0].seek(d, stats)?;
-                    d = cursors[0].doc;
+        docs.clear();
+        for a in at.iter_mut() {
+            a.clear();
+        }
+        {
+            let lead = &mut cursors[0];
+            lead.ensure(stats)?;
+            for p in lead.pos..lead.docs.len() {
+                let doc = lead.docs[p];
+                if doc > end {
+                    break;
                 }
-                continue 'outer;
+                docs.push(doc);
+                at[0].push(p as u32);
             }
         }
-        for c in extra.should.iter_mut() {
-            c.seek(d, stats)?;
+        for i in 1..n {
+            if docs.is_empty() {
+                break;
+            }
+            let c = &mut cursors[i];
+            c.ensure(stats)?;
+            let (cd, mut p) = (&c.docs, c.pos);
+            let mut kept = 0;
+            for j in 0..docs.len() {
+                let doc = docs[j];
+                while p < cd.len() && cd[p] < doc {
+                    p += 1;
+                }
+                if p == cd.len() {
+                    break;
+                }
+                if cd[p] == doc {
+                    docs[kept] = doc;
+                    for a in at[..i].iter_mut() {
+                        a[kept] = a[j];
+                    }
+                    at[i].push(p as u32);
+                    kept += 1;
+                }
+            }
+            docs.truncate(kept);
+            for a in at[..i].iter_mut() {
+                a.truncate(kept);
+            }
         }
-        let s = score_at(
-            part,
-            q,
-            cursors.iter_mut().chain(extra.should.iter_mut()),
-            d,
-            stats,
-        )?;
-        // Only a row whose score could enter is asked whether it is
-        // allowed, and its positions read (a phrase scores as its words'
-        // AND).
-        let addr = part.rowaddrs[d as usize];
-        if top.threshold().is_none_or(|t| s >= t)
-            && allow(addr)
-            && !extra.excluded(d, stats)?
-            && (q.op != MatchOp::Phrase || phrase_here(q, cursors, stats)?)
-        {
-            top.push(Scored { addr, score: s });
+        for (j, &doc) in docs.iter().enumerate() {
+            tf.fill(0);
+            for (i, c) in cursors.iter().enumerate() {
+                tf[c.term] = c.freqs[at[i][j] as usize];
+            }
+            for c in extra.should.iter_mut() {
+                c.seek(doc, stats)?;
+                if c.doc == doc {
+                    tf[c.term] = c.tf(stats)?;
+                }
+            }
+            stats.docs_scored += 1;
+            let s = q.bm25_sum(&tf, part.lens[doc as usize]);
+            // Only a row whose score could enter is asked whether it is
+            // allowed, and its positions read (a phrase scores as its
+            // words' AND).
+            let addr = part.rowaddrs[doc as usize];
+            if top.threshold().is_none_or(|t| s >= t)
+                && allow(addr)
+                && !extra.excluded(doc, stats)?
+                && (q.op != MatchOp::Phrase
+                    || phrase_at_places(q, cursors, |i| at[i][j] as usize, stats)?)
+            {
+                top.push(Scored { addr, score: s });
+            }
         }
-        cursors[0].next(stats)?;
-        d = cursors[0].doc;
+        if end == END {
+            return Ok(());
+        }
+        d = end + 1;
     }
-    Ok(())
 }
