@@ -974,6 +974,9 @@ fn phrase_at_places(
 /// (rarest) term's documents, narrowed by a merge with each other term's
 /// slice; each is scored, and only one whose score could enter the top k
 /// is asked whether it is allowed and (phrases) read for positions.
+/// Frequencies below this have a score bound of their own in `intersect`.
+const TF_BOUNDS: usize = 16;
+
 fn intersect(
     part: &Partition,
     q: &Query,
@@ -990,6 +993,18 @@ fn intersect(
     let mut docs: Vec<u32> = Vec::with_capacity(BLOCK);
     let mut at: Vec<Vec<u32>> = vec![Vec::with_capacity(BLOCK); n];
     let mut tf = vec![0u32; q.terms.len()];
+    // Bounds of each required term's score by its frequency alone (at the
+    // partition's shortest document): a candidate whose bound cannot
+    // reach the k-th score is passed over without reading its length.
+    let by_tf: Vec<[f32; TF_BOUNDS]> = cursors
+        .iter()
+        .map(|c| {
+            std::array::from_fn(|f| {
+                let f = (f as u32).max(1);
+                loosen(posting::bm25(q.idf[c.term], f, part.min_len, q.avgdl)).min(c.ub)
+            })
+        })
+        .collect();
     let mut d = cursors[0].doc;
     loop {
         // The window starts at the first document every cursor may hold.
@@ -1045,31 +1060,42 @@ fn intersect(
             }
             let c = &mut cursors[i];
             c.ensure(stats)?;
+            // A merge of two ascending lists without a branch to mispredict
+            // per step (dense terms alternate unpredictably): every step
+            // writes the pair in place and keeps it only when equal.
             let (cd, mut p) = (&c.docs, c.pos);
-            let mut kept = 0;
-            for j in 0..docs.len() {
-                let doc = docs[j];
-                while p < cd.len() && cd[p] < doc {
-                    p += 1;
+            let (lower, this) = at.split_at_mut(i);
+            let this = &mut this[0];
+            this.resize(docs.len(), 0);
+            let (mut j, mut kept) = (0, 0);
+            while j < docs.len() && p < cd.len() {
+                let (a, b) = (docs[j], cd[p]);
+                docs[kept] = a;
+                for l in lower.iter_mut() {
+                    l[kept] = l[j];
                 }
-                if p == cd.len() {
-                    break;
-                }
-                if cd[p] == doc {
-                    docs[kept] = doc;
-                    for a in at[..i].iter_mut() {
-                        a[kept] = a[j];
-                    }
-                    at[i].push(p as u32);
-                    kept += 1;
-                }
+                this[kept] = p as u32;
+                kept += usize::from(a == b);
+                j += usize::from(a <= b);
+                p += usize::from(b <= a);
             }
+            this.truncate(kept);
             docs.truncate(kept);
             for a in at[..i].iter_mut() {
                 a.truncate(kept);
             }
         }
         for (j, &doc) in docs.iter().enumerate() {
+            if let Some(t) = top.threshold() {
+                let mut bound = extra.should_ub;
+                for (i, c) in cursors.iter().enumerate() {
+                    let f = c.freqs[at[i][j] as usize] as usize;
+                    bound += by_tf[i].get(f).copied().unwrap_or(c.ub);
+                }
+                if loosen(bound) < t {
+                    continue;
+                }
+            }
             tf.fill(0);
             for (i, c) in cursors.iter().enumerate() {
                 tf[c.term] = c.freqs[at[i][j] as usize];

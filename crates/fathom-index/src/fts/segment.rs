@@ -60,6 +60,9 @@ pub struct Partition {
     pub fragment_tokens: BTreeMap<u32, u64>,
     /// Tokens of all docs.
     pub total_tokens: u64,
+    /// The fewest tokens a doc holding any token has (a bound on scores
+    /// from term frequencies alone).
+    pub min_len: u32,
     invert: FileReader,
     positions: bool,
     cache_key: String,
@@ -331,6 +334,7 @@ impl Partition {
             fragment_tokens.insert(*f, t);
         }
         let total_tokens = fragment_tokens.values().sum();
+        let min_len = lens.iter().copied().filter(|l| *l > 0).min().unwrap_or(1);
         let inf = invert_file(id);
         let invert = crate::io::open(store, root, meta, &inf).await?;
         Ok(Partition {
@@ -341,6 +345,7 @@ impl Partition {
             fragments,
             fragment_tokens,
             total_tokens,
+            min_len,
             invert,
             positions,
             cache_key: format!("fts/{}/{id}/", meta.uuid),
