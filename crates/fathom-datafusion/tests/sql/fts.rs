@@ -355,6 +355,19 @@ async fn setup(
     (dir, ctx, m)
 }
 
+/// Indexes `body` with positions; every row is then taken by the index.
+async fn index_body(ctx: &SessionContext, m: &mut Model) {
+    run_sql(
+        ctx,
+        "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
+    )
+    .await
+    .unwrap();
+    for r in m.rows.iter_mut() {
+        r.indexed = true;
+    }
+}
+
 #[test]
 fn vocabulary_is_kept_by_the_analyzer() {
     let a = fathom_index::fts::Analyzer::new(&Default::default()).unwrap();
@@ -372,15 +385,7 @@ async fn equals_brute_force_through_changes() {
         let (_dir, ctx, mut m) = setup(rows, frag_rows, seed as u64).await;
         let mut rng = rand::rngs::StdRng::seed_from_u64(100 + seed as u64);
         let vocab = vocabulary();
-        run_sql(
-            &ctx,
-            "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
-        )
-        .await
-        .unwrap();
-        for r in m.rows.iter_mut() {
-            r.indexed = true;
-        }
+        index_body(&ctx, &mut m).await;
         run_sql(&ctx, "CREATE INDEX cat_idx ON t USING BITMAP (cat)")
             .await
             .unwrap();
@@ -736,15 +741,7 @@ async fn equals_brute_force_through_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dense_terms_top_k_equals_brute_force() {
     let (_dir, ctx, mut m) = setup(12_000, 12_000, 21).await;
-    run_sql(
-        &ctx,
-        "CREATE INDEX body_idx ON t USING INVERTED (body) WITH (with_position = true)",
-    )
-    .await
-    .unwrap();
-    for r in m.rows.iter_mut() {
-        r.indexed = true;
-    }
+    index_body(&ctx, &mut m).await;
     let vocab = vocabulary();
     let mut rng = rand::rngs::StdRng::seed_from_u64(2121);
     for i in 0..18 {

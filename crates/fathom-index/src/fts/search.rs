@@ -700,29 +700,24 @@ impl Cursor {
         self.block + rest.partition_point(|f| *f <= target).saturating_sub(1)
     }
 
-    /// The last document the current block may hold.
-    fn block_last(&self) -> u32 {
+    /// The last document block `b` may hold.
+    fn last_doc(&self, b: usize) -> u32 {
         self.list
             .first_docs
-            .get(self.block + 1)
+            .get(b + 1)
             .map_or(END, |f| f.saturating_sub(1))
     }
 
-    /// Upper bound of this term's score in the current block.
-    fn block_bound_here(&self) -> f32 {
-        self.list.block_max[self.block] * self.scale
+    /// Upper bound of this term's score in block `b`.
+    fn bound_in(&self, b: usize) -> f32 {
+        self.list.block_max[b] * self.scale
     }
 
     /// Upper bound of this term's score at `target` and the last doc of
     /// the block that would hold it.
     fn block_bound(&self, target: u32) -> (f32, u32) {
         let b = self.containing(target);
-        let end = self
-            .list
-            .first_docs
-            .get(b + 1)
-            .map_or(END, |f| f.saturating_sub(1));
-        (self.list.block_max[b] * self.scale, end)
+        (self.bound_in(b), self.last_doc(b))
     }
 }
 
@@ -1023,13 +1018,13 @@ fn intersect(
             if c.doc == END {
                 return Ok(());
             }
-            end = end.min(c.block_last());
+            end = end.min(c.last_doc(c.block));
         }
         // Block-max skipping: no document of the window can beat the
         // k-th score.
         if let Some(t) = top.threshold() {
             let bound: f32 =
-                extra.should_ub + cursors.iter().map(|c| c.block_bound_here()).sum::<f32>();
+                extra.should_ub + cursors.iter().map(|c| c.bound_in(c.block)).sum::<f32>();
             if loosen(bound) < t {
                 if end == END {
                     return Ok(());
