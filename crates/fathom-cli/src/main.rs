@@ -110,6 +110,11 @@ enum Command {
         /// reuse index (Lance's defer_index_remap) instead of re-indexing them.
         #[arg(long)]
         defer_index_remap: bool,
+        /// Rewrite the index segments with the moved rows' new addresses
+        /// (no table reads for B-tree, bitmap and vector indexes) instead of
+        /// re-indexing the new fragments.
+        #[arg(long)]
+        remap_indexes: bool,
     },
     /// Create a small dataset in the data directory and query it.
     Demo {
@@ -178,11 +183,13 @@ fn run(cli: Cli) -> i32 {
                 materialize_deletions_threshold,
                 no_reindex,
                 defer_index_remap,
+                remap_indexes,
             } => {
                 let sql = format!(
                     "OPTIMIZE t WITH (target_rows_per_fragment = {target_rows_per_fragment}, \
                      materialize_deletions_threshold = {materialize_deletions_threshold}, \
-                     reindex = {}, defer_index_remap = {defer_index_remap})",
+                     reindex = {}, defer_index_remap = {defer_index_remap}, \
+                     remap_indexes = {remap_indexes})",
                     !no_reindex
                 );
                 shell::run_on_dataset(&dataset, &sql).await

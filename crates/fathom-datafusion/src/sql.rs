@@ -16,7 +16,9 @@
 //! SHOW INDEXES FROM t;
 //! OPTIMIZE t [WITH (target_rows_per_fragment = 1048576, max_rows_per_group = 1024,
 //!     materialize_deletions = true, materialize_deletions_threshold = 0.1,
-//!     reindex = true, defer_index_remap = false)];  -- compaction (COMPACT t is the same)
+//!     reindex = true, defer_index_remap = false, remap_indexes = false)];
+//!     -- compaction (COMPACT t is the same); remap_indexes rewrites the
+//!     -- segments with the moved rows' new addresses instead of re-indexing
 //! ```
 //! Everything else goes to DataFusion unchanged.
 
@@ -281,12 +283,14 @@ fn compaction_batch(r: &fathom_index::CompactionReport) -> Result<RecordBatch> {
         .iter()
         .map(|(n, _)| Field::new(*n, DataType::UInt64, false))
         .collect();
+    fields.push(Field::new("remapped", DataType::Utf8, false));
     fields.push(Field::new("reindexed", DataType::Utf8, false));
     fields.push(Field::new("not_reindexed", DataType::Utf8, false));
     let mut columns: Vec<arrow_array::ArrayRef> = counts
         .iter()
         .map(|(_, v)| Arc::new(UInt64Array::from(vec![*v])) as _)
         .collect();
+    columns.push(Arc::new(StringArray::from(vec![r.remapped.join(", ")])));
     columns.push(Arc::new(StringArray::from(vec![r.reindexed.join(", ")])));
     let not: Vec<String> = r
         .not_reindexed

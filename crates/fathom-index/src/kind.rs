@@ -42,6 +42,10 @@ pub enum StoredIds {
 /// stored ids (UInt64), in row-address order.
 pub type BuildStream<'a> = BoxStream<'a, Result<RecordBatch>>;
 
+/// Maps a stored id to the one a rewritten segment stores (`None`: the
+/// row is gone).
+pub type RemapFn<'a> = dyn Fn(u64) -> Option<u64> + Send + Sync + 'a;
+
 /// A segment's distinct values and, for each, the stored ids of its rows.
 #[derive(Debug, Clone)]
 pub struct Groups {
@@ -108,6 +112,19 @@ pub trait IndexType: Send + Sync + fmt::Debug + 'static {
         q: &ScalarQuery,
         allow: Option<&RowSet>,
     ) -> Result<SearchResult>;
+    /// Writes a copy of a segment with every stored id `i` replaced by
+    /// `map(i)` and rows mapping to `None` left out, without reading the
+    /// table (a compaction's remap); `None` when this kind cannot (its
+    /// entries are not keyed by row, like a zone map's): the caller then
+    /// builds the segment anew from the table.
+    async fn remap(
+        &self,
+        _seg: SegmentRef<'_>,
+        _dir: &SegmentDir,
+        _map: &RemapFn<'_>,
+    ) -> Result<Option<Vec<IndexFile>>> {
+        Ok(None)
+    }
     /// Whether [`Self::groups`] answers (planning decides on it).
     fn keeps_groups(&self) -> bool {
         false

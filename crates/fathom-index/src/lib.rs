@@ -29,9 +29,9 @@ pub mod vector;
 
 pub use cache::IndexCache;
 pub use error::{Error, Result};
-pub use kind::{Groups, IndexKind, IndexType, REGISTRY, SegmentRef, StoredIds};
+pub use kind::{Groups, IndexKind, IndexType, REGISTRY, RemapFn, SegmentRef, StoredIds};
 pub use lifecycle::{
     CompactionReport, IndexInfo, compact, create_fts_index, create_index, create_vector_index,
-    drop_index, extend_index, list_indexes, rebuild_index,
+    drop_index, extend_index, list_indexes, rebuild_index, remap_indexes,
 };
 pub use query::{Exactness, RankedResult, ScalarQuery, SearchResult};

@@ -106,16 +106,18 @@ pub(crate) fn segment_metadata(
         ),
         index_details: Some(details),
         index_version: Some(version),
-        created_at_ms: Some(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis() as u64,
-        ),
+        created_at_ms: Some(now_ms()),
         base_id: None,
         files,
         covering_fields: vec![],
     }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 fn segments<'a>(ds: &'a Dataset, name: &str) -> Vec<&'a IndexMetadata> {
@@ -329,6 +331,93 @@ pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
         .await?)
 }
 
+/// Rewrites every segment that names rows by addresses a deferred-remap
+/// compaction moved (the fragment reuse index applies to it) into one
+/// that names them by their current addresses, in one `CreateIndex`
+/// commit; the reuse index versions no segment needs any more are then
+/// trimmed. B-tree, bitmap and vector segments are remapped from their
+/// own files (rows of deleted addresses dropped, vector codes kept, HNSW
+/// graphs rebuilt from the codes); zone maps (whose zones span rows, as in
+/// Lance, which cannot remap them) and full-text segments are built anew
+/// from the table over the fragments they cover, with the same
+/// parameters. Returns the new version and the indexes rewritten.
+pub async fn remap_indexes(
+    ds: &Dataset,
+    progress: Option<&ProgressFn>,
+) -> Result<(Dataset, Vec<String>)> {
+    let Some(fr) = ds.manifest().frag_reuse.clone() else {
+        return Ok((ds.clone(), vec![]));
+    };
+    let todo: Vec<IndexMetadata> = ds
+        .manifest()
+        .indices
+        .iter()
+        .filter(|i| !fathom_table::frag_reuse::is_frag_reuse(i) && fr.applies_to(i.dataset_version))
+        .cloned()
+        .collect();
+    let (mut new, mut removed, mut names) = (vec![], vec![], vec![]);
+    let total = todo.len() as u64;
+    for (k, meta) in todo.into_iter().enumerate() {
+        if let Some(p) = progress {
+            p(&format!("remapping {}", meta.name), k as u64, total);
+        }
+        let covered = meta.fragment_bitmap.clone().unwrap_or_default();
+        // (A fragment deleted whole may stay in a segment's coverage.)
+        let frags: Vec<u64> = covered
+            .iter()
+            .map(u64::from)
+            .filter(|f| ds.fragment(*f).is_some())
+            .collect();
+        // The coverage was remapped when the manifest was read; a row that
+        // moved to a fragment outside it (its group was not all covered)
+        // is left out, as is a deleted one.
+        let map = |id: u64| fr.remap(id).filter(|a| covered.contains((a >> 32) as u32));
+        let seg = if frags.is_empty() {
+            None
+        } else if is_vector(&meta) {
+            Some(crate::vector::build::remap_vector_segment(ds, &meta, &frags, &map).await?)
+        } else if is_fts(&meta) {
+            let column = index_column(ds, &meta)?;
+            let p = fts_params_of(ds, &meta).await?;
+            Some(build_fts_segment(ds, &meta.name, &column, &p, frags, None).await?)
+        } else {
+            let kind = usable(&meta).map_err(|u| {
+                Error::InvalidInput(format!("index '{}' cannot be remapped: {u:?}", meta.name))
+            })?;
+            let uuid = uuid::Uuid::new_v4();
+            let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+            let seg = crate::kind::SegmentRef {
+                store: ds.store(),
+                root: ds.root(),
+                meta: &meta,
+            };
+            match kind.remap(seg, &dir, &map).await? {
+                Some(files) => Some(IndexMetadata {
+                    uuid,
+                    dataset_version: ds.version(),
+                    files,
+                    created_at_ms: Some(now_ms()),
+                    ..meta.clone()
+                }),
+                None => {
+                    let column = index_column(ds, &meta)?;
+                    Some(build_segment(ds, &meta.name, &column, kind, frags).await?)
+                }
+            }
+        };
+        names.push(meta.name.clone());
+        new.extend(seg);
+        removed.push(meta);
+    }
+    if removed.is_empty() {
+        return Ok((ds.clone(), vec![]));
+    }
+    names.sort();
+    names.dedup();
+    let out = ds.commit(Operation::CreateIndex { new, removed }).await?;
+    Ok((out, names))
+}
+
 /// Removes index `name` (all its segments).
 pub async fn drop_index(ds: &Dataset, name: &str) -> Result<Dataset> {
     let segs: Vec<IndexMetadata> = segments(ds, name).into_iter().cloned().collect();
@@ -400,6 +489,9 @@ pub struct CompactionReport {
     pub metrics: fathom_table::CompactionMetrics,
     /// Indexes extended over the new fragments (when asked to).
     pub reindexed: Vec<String>,
+    /// Indexes whose segments were rewritten with remapped addresses
+    /// (with `remap_indexes`).
+    pub remapped: Vec<String>,
     /// Indexes that could not be extended, and why (their new fragments
     /// are scanned flat until the index is rebuilt).
     pub not_reindexed: Vec<(String, String)>,
@@ -423,6 +515,9 @@ pub async fn compact(
         metrics,
         ..Default::default()
     };
+    if opts.remap_indexes && out.version() != ds.version() {
+        (out, report.remapped) = remap_indexes(&out, progress).await?;
+    }
     if out.version() == ds.version() || !reindex {
         return Ok((out, report));
     }

@@ -45,6 +45,11 @@ pub struct CompactionOptions {
     /// segments keep answering for the rows, remapped when read. Ignored
     /// with stable row ids.
     pub defer_index_remap: bool,
+    /// Rewrite the segments covering rewritten fragments with their rows'
+    /// new addresses (`fathom_index::compact` does, right after the
+    /// rewrite commit, which records the moves as with
+    /// `defer_index_remap`; false). Ignored with stable row ids.
+    pub remap_indexes: bool,
 }
 
 impl Default for CompactionOptions {
@@ -55,6 +60,7 @@ impl Default for CompactionOptions {
             materialize_deletions: true,
             materialize_deletions_threshold: 0.1,
             defer_index_remap: false,
+            remap_indexes: false,
         }
     }
 }
@@ -96,6 +102,12 @@ impl CompactionOptions {
                     .parse()
                     .map_err(|_| bad("true or false"))?
             }
+            "remap_indexes" => {
+                self.remap_indexes = value
+                    .to_ascii_lowercase()
+                    .parse()
+                    .map_err(|_| bad("true or false"))?
+            }
             "materialize_deletions_threshold" => {
                 self.materialize_deletions_threshold = value
                     .parse()
@@ -107,7 +119,7 @@ impl CompactionOptions {
                 return Err(Error::invalid(format!(
                     "unknown compaction option '{key}' (known: target_rows_per_fragment, \
                      max_rows_per_group, materialize_deletions, materialize_deletions_threshold, \
-                     defer_index_remap)"
+                     defer_index_remap, remap_indexes)"
                 )));
             }
         }
@@ -288,7 +300,7 @@ impl Dataset {
         };
         let mut groups = Vec::with_capacity(plan.tasks.len());
         let mut done = 0;
-        let defer = opts.defer_index_remap && !stable;
+        let defer = (opts.defer_index_remap || opts.remap_indexes) && !stable;
         for ids in &plan.tasks {
             // A reuse index maps the k-th surviving old address (ascending)
             // to the k-th new row: write the rows in address order.

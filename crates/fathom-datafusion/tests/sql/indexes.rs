@@ -72,6 +72,13 @@ fn predicate() -> impl Strategy<Value = String> {
     })
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Remap {
+    No,
+    Defer,
+    Rewrite,
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Append(usize),
@@ -79,9 +86,10 @@ enum Step {
     Index(usize, usize),
     Extend(usize),
     /// Compact toward fragments of this many rows; extend the indexes
-    /// over the new fragments or leave them uncovered; defer the index
-    /// remap to a fragment reuse index (the segments keep the rows).
-    Compact(u64, bool, bool),
+    /// over the new fragments or leave them uncovered; and keep the
+    /// segments answering for the moved rows or not: through a fragment
+    /// reuse index, or rewritten with the rows' new addresses.
+    Compact(u64, bool, Remap),
     /// Set column 1 + (c % 3) (k, s or x) of about a fifth of the rows
     /// (chosen by the seed) to new random values: the column rewritten in
     /// place, written as overlays, or the rows moved to a new fragment.
@@ -107,7 +115,12 @@ fn step() -> impl Strategy<Value = Step> {
         any::<u64>().prop_map(Step::Delete),
         (0usize..4, 0usize..3).prop_map(|(c, k)| Step::Index(c, k)),
         (0usize..4).prop_map(Step::Extend),
-        (2u64..900, any::<bool>(), any::<bool>()).prop_map(|(t, r, d)| Step::Compact(t, r, d)),
+        (
+            2u64..900,
+            any::<bool>(),
+            prop_oneof![Just(Remap::No), Just(Remap::Defer), Just(Remap::Rewrite)]
+        )
+            .prop_map(|(t, r, d)| Step::Compact(t, r, d)),
         (0usize..3, any::<u64>(), update_mode()).prop_map(|(c, s, u)| Step::UpdateColumn(c, s, u)),
         (0usize..4).prop_map(Step::Drop),
     ]
@@ -209,10 +222,11 @@ async fn apply_step(
                 Some(name) => fathom_index::extend_index(&ds, &name).await.unwrap(),
                 None => ds,
             },
-            Step::Compact(target, reindex, defer) => {
+            Step::Compact(target, reindex, remap) => {
                 let opts = fathom_table::CompactionOptions {
                     target_rows_per_fragment: *target,
-                    defer_index_remap: *defer,
+                    defer_index_remap: matches!(remap, Remap::Defer),
+                    remap_indexes: matches!(remap, Remap::Rewrite),
                     ..Default::default()
                 };
                 fathom_index::compact(&ds, &opts, *reindex, None)
@@ -292,7 +306,7 @@ fn grouped_count_after_compact_and_extend() {
         94159,
         vec![
             Step::Delete(613669345857094324),
-            Step::Compact(2, false, false),
+            Step::Compact(2, false, Remap::No),
             Step::Extend(1),
         ],
         vec!["(((k = 2 OR id < 1765) OR k < 0) AND x = 'NaN'::DOUBLE)".to_string()],

@@ -17,7 +17,7 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, read_all};
-use crate::kind::{BuildStream, Groups, IndexType, SegmentRef, StoredIds};
+use crate::kind::{BuildStream, Groups, IndexType, RemapFn, SegmentRef, StoredIds};
 use crate::pages::sort_indices;
 use crate::query::{ScalarQuery, SearchResult};
 use crate::rowaddr_map;
@@ -99,9 +99,19 @@ pub async fn build(
 ) -> Result<Vec<IndexFile>> {
     let (firsts, maps) = group(values, ids)?;
     let key_values = arrow_select::take::take(values.as_ref(), &firsts, None)?;
+    write(dir, key_values, &maps).await
+}
+
+/// Writes the lookup file: distinct `keys` (sorted, null first) and each
+/// one's rows.
+async fn write(
+    dir: &SegmentDir,
+    key_values: ArrayRef,
+    maps: &[RoaringTreemap],
+) -> Result<Vec<IndexFile>> {
     let bitmaps = BinaryArray::from_iter_values(maps.iter().map(rowaddr_map::serialize));
     let schema = Arc::new(Schema::new(vec![
-        Field::new("keys", values.data_type().clone(), true),
+        Field::new("keys", key_values.data_type().clone(), true),
         Field::new("bitmaps", DataType::Binary, false),
     ]));
     let batch = RecordBatch::try_new(schema, vec![key_values, Arc::new(bitmaps)])?;
@@ -300,5 +310,29 @@ impl IndexType for Bitmap {
     }
     async fn groups(&self, seg: SegmentRef<'_>, cache: &IndexCache) -> Result<Option<Groups>> {
         Ok(Some(groups(seg.store, seg.root, seg.meta, cache).await?))
+    }
+    async fn remap(
+        &self,
+        seg: SegmentRef<'_>,
+        dir: &SegmentDir,
+        map: &RemapFn<'_>,
+    ) -> Result<Option<Vec<IndexFile>>> {
+        let loaded = load(seg.store, seg.root, seg.meta, &IndexCache::new(0)).await?;
+        let (mut keep, mut maps) = (Vec::new(), Vec::new());
+        for i in 0..loaded.keys.len() {
+            let mut ids: Vec<u64> = loaded
+                .map(i, &seg.meta.name)?
+                .iter()
+                .filter_map(map)
+                .collect();
+            // A value whose rows are all gone is no longer a key.
+            if !ids.is_empty() {
+                ids.sort_unstable();
+                keep.push(i as u32);
+                maps.push(RoaringTreemap::from_sorted_iter(ids).expect("sorted"));
+            }
+        }
+        let keys = arrow_select::take::take(loaded.keys.as_ref(), &UInt32Array::from(keep), None)?;
+        Ok(Some(write(dir, keys, &maps).await?))
     }
 }

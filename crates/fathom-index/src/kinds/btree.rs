@@ -17,7 +17,7 @@ use roaring::RoaringTreemap;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::io::{SegmentDir, open, read_all};
-use crate::kind::{BuildStream, IndexType, SegmentRef, StoredIds};
+use crate::kind::{BuildStream, IndexType, RemapFn, SegmentRef, StoredIds};
 use crate::pages::{may_match, sort_indices};
 use crate::query::{ScalarQuery, SearchResult};
 
@@ -228,5 +228,24 @@ impl IndexType for BTree {
         Ok(search(seg.store, seg.root, seg.meta, cache, q)
             .await?
             .restrict(allow))
+    }
+    async fn remap(
+        &self,
+        seg: SegmentRef<'_>,
+        dir: &SegmentDir,
+        map: &RemapFn<'_>,
+    ) -> Result<Option<Vec<IndexFile>>> {
+        let (_, data) = read_all(seg.store, seg.root, seg.meta, PAGE_DATA).await?;
+        let ids = data.column(1).as_primitive::<UInt64Type>();
+        let (mut keep, mut new) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+        for (i, id) in ids.values().iter().enumerate() {
+            if let Some(n) = map(*id) {
+                keep.push(i as u32);
+                new.push(n);
+            }
+        }
+        // (Re-sorted by the build; equal values keep their order.)
+        let values = arrow_select::take::take(data.column(0), &UInt32Array::from(keep), None)?;
+        Ok(Some(build(dir, &values, &UInt64Array::from(new)).await?))
     }
 }

@@ -25,8 +25,11 @@ use super::hnsw::{self, Graph};
 use super::kmeans::par_ranges;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind, VectorParams};
 use super::pb;
+use super::segment::VectorSegment;
+use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
+use crate::kind::RemapFn;
 
 pub const INDEX_FILE: &str = "index.idx";
 pub const AUX_FILE: &str = "auxiliary.idx";
@@ -211,9 +214,34 @@ pub async fn build_vector_segment(
         report("encoding", done);
     }
 
+    report(
+        if model.hnsw.is_some() {
+            "graphs"
+        } else {
+            "writing"
+        },
+        done,
+    );
+    write_vector_segment(ds, name, field_id, &fragments, &model, &ids, &codes, &flat).await
+}
+
+/// Writes a segment of `model` holding, per partition, `ids` and their
+/// `codes` (row by row) or `flat` vectors; an IVF_HNSW_SQ segment's graphs
+/// are built here from the codes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn write_vector_segment(
+    ds: &Dataset,
+    name: &str,
+    field_id: i32,
+    fragments: &[u64],
+    model: &Model,
+    ids: &[Vec<u64>],
+    codes: &[Vec<u8>],
+    flat: &[Vec<f32>],
+) -> Result<IndexMetadata> {
+    let k = model.centroids.k();
     let graphs: Option<Vec<Graph>> = match (model.hnsw, &model.quantizer) {
         (Some(hp), Quantizer::Sq { .. }) => {
-            report("graphs", done);
             let dim = model.dim;
             Some(cpu(|| {
                 par_ranges(k, |r| {
@@ -240,22 +268,59 @@ pub async fn build_vector_segment(
     };
     let uuid = uuid::Uuid::new_v4();
     let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
-    report("writing", done);
-    let aux = write_aux(&dir, &model, &ids, &codes, &flat).await?;
+    let aux = write_aux(&dir, model, ids, codes, flat).await?;
     let index = match &graphs {
-        Some(g) => write_graph_file(&dir, &model, g, &codes).await?,
-        None => write_index_file(&dir, &model).await?,
+        Some(g) => write_graph_file(&dir, model, g, codes).await?,
+        None => write_index_file(&dir, model).await?,
     };
     Ok(crate::lifecycle::segment_metadata(
         ds,
         name,
         field_id,
-        &fragments,
-        details(&model),
+        fragments,
+        details(model),
         1,
         vec![aux, index],
         uuid,
     ))
+}
+
+/// A copy of vector segment `meta` covering `fragments`, each stored row
+/// id `i` replaced by `map(i)` (rows mapping to `None` left out), without
+/// reading the table: codes are kept, not re-encoded, and an IVF_HNSW_SQ
+/// segment's graphs are rebuilt from them (as Lance remaps).
+pub async fn remap_vector_segment(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    fragments: &[u64],
+    map: &RemapFn<'_>,
+) -> Result<IndexMetadata> {
+    let seg = VectorSegment::load(ds.store(), ds.root(), meta, &IndexCache::new(0)).await?;
+    let model = seg.model.clone();
+    let k = seg.num_partitions();
+    let (dim, w) = (model.dim, model.code_width());
+    let mut ids: Vec<Vec<u64>> = vec![vec![]; k];
+    let mut codes: Vec<Vec<u8>> = vec![vec![]; k];
+    let mut flat: Vec<Vec<f32>> = vec![vec![]; k];
+    for p in 0..k {
+        let (old, c, f) = seg.partition_rows(p).await?;
+        for (i, id) in old.iter().enumerate() {
+            let Some(new) = map(*id) else { continue };
+            ids[p].push(new);
+            match model.quantizer {
+                Quantizer::Flat => flat[p].extend_from_slice(&f[i * dim..(i + 1) * dim]),
+                _ => codes[p].extend_from_slice(&c[i * w..(i + 1) * w]),
+            }
+        }
+    }
+    let field_id = *meta
+        .fields
+        .first()
+        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))?;
+    write_vector_segment(
+        ds, &meta.name, field_id, fragments, &model, &ids, &codes, &flat,
+    )
+    .await
 }
 
 /// The manifest's `index_details` for a model.

@@ -343,6 +343,42 @@ impl VectorSegment {
         Ok(part)
     }
 
+    /// Partition `p`'s stored rows, uncached: ids, and codes row by row
+    /// (or the vectors, for IVF_FLAT).
+    pub async fn partition_rows(&self, p: usize) -> Result<(Vec<u64>, Vec<u8>, Vec<f32>)> {
+        let n = self.lengths[p] as u64;
+        if n == 0 {
+            return Ok((vec![], vec![], vec![]));
+        }
+        let start = self.offsets[p];
+        let b = self.aux.read_range(start..start + n, None).await?;
+        let ids = b.column(0).as_primitive::<UInt64Type>().values().to_vec();
+        let vals = b.column(1).as_fixed_size_list().values().clone();
+        Ok(match self.model.quantizer {
+            Quantizer::Flat => (
+                ids,
+                vec![],
+                vals.as_primitive::<Float32Type>().values().to_vec(),
+            ),
+            Quantizer::Pq { m, .. } if self.transposed => {
+                let t = vals.as_primitive::<UInt8Type>().values();
+                let n = n as usize;
+                let mut c = vec![0u8; t.len()];
+                for i in 0..n {
+                    for k in 0..m {
+                        c[i * m + k] = t[k * n + i];
+                    }
+                }
+                (ids, c, vec![])
+            }
+            _ => (
+                ids,
+                vals.as_primitive::<UInt8Type>().values().to_vec(),
+                vec![],
+            ),
+        })
+    }
+
     /// Partition `p`'s graph (`n` vectors) from `index.idx`.
     async fn load_graph(&self, g: &GraphFile, p: usize, n: usize) -> Result<hnsw::Graph> {
         let bad = |m: String| {
