@@ -335,12 +335,13 @@ pub async fn rebuild_index(ds: &Dataset, name: &str) -> Result<Dataset> {
 /// compaction moved (the fragment reuse index applies to it) into one
 /// that names them by their current addresses, in one `CreateIndex`
 /// commit; the reuse index versions no segment needs any more are then
-/// trimmed. B-tree, bitmap and vector segments are remapped from their
-/// own files (rows of deleted addresses dropped, vector codes kept, HNSW
-/// graphs rebuilt from the codes); zone maps (whose zones span rows, as in
-/// Lance, which cannot remap them) and full-text segments are built anew
-/// from the table over the fragments they cover, with the same
-/// parameters. Returns the new version and the indexes rewritten.
+/// trimmed. B-tree, bitmap, vector and full-text segments are remapped
+/// from their own files (rows of deleted addresses dropped; vector codes
+/// kept, HNSW graphs rebuilt from the codes; full-text postings kept,
+/// block maxima scored again); zone maps (whose zones span rows: Lance
+/// cannot remap them either) are built anew from the table over the
+/// fragments they cover. Returns the new version and the indexes
+/// rewritten.
 pub async fn remap_indexes(
     ds: &Dataset,
     progress: Option<&ProgressFn>,
@@ -377,9 +378,7 @@ pub async fn remap_indexes(
         } else if is_vector(&meta) {
             Some(crate::vector::build::remap_vector_segment(ds, &meta, &frags, &map).await?)
         } else if is_fts(&meta) {
-            let column = index_column(ds, &meta)?;
-            let p = fts_params_of(ds, &meta).await?;
-            Some(build_fts_segment(ds, &meta.name, &column, &p, frags, None).await?)
+            Some(crate::fts::build::remap_fts_segment(ds, &meta, &frags, &map).await?)
         } else {
             let kind = usable(&meta).map_err(|u| {
                 Error::InvalidInput(format!("index '{}' cannot be remapped: {u:?}", meta.name))

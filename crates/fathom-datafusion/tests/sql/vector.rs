@@ -485,7 +485,7 @@ async fn rebuilt_search_keeps_its_brute_force_input() {
 /// the same neighbours at few probes for the kinds whose codes and
 /// partitions are kept; IVF_HNSW_SQ, whose graphs are rebuilt, the same
 /// neighbours as brute force when every partition is probed with a wide
-/// search. Scalar indexes answer the same rows.
+/// search. Scalar and full-text indexes answer the same rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remapped_segments_answer_as_before_compaction() {
     for kind in ["IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_SQ"] {
@@ -494,6 +494,7 @@ async fn remapped_segments_answer_as_before_compaction() {
             format!("CREATE INDEX emb_idx ON t USING {kind} (emb) WITH (num_partitions = 6)"),
             "CREATE INDEX id_idx ON t USING BTREE (id)".into(),
             "CREATE INDEX cat_idx ON t USING BITMAP (cat)".into(),
+            "CREATE INDEX cat_fts ON t USING INVERTED (cat)".into(),
             // Spread over every fragment, above the 10% threshold.
             "DELETE FROM t WHERE id % 7 = 3".into(),
             "SET fathom.nprobes = 2".into(),
@@ -507,6 +508,7 @@ async fn remapped_segments_answer_as_before_compaction() {
         let scalar = [
             "SELECT id FROM t WHERE cat = 'c3' ORDER BY id",
             "SELECT id FROM t WHERE id BETWEEN 700 AND 2100 ORDER BY id",
+            "SELECT id FROM t WHERE text_match(cat, 'c7') ORDER BY id",
         ];
         let mut before = vec![];
         for q in &queries {
@@ -523,7 +525,7 @@ async fn remapped_segments_answer_as_before_compaction() {
             .unwrap()
             .to_string();
         assert!(
-            report.contains("cat_idx, emb_idx, id_idx"),
+            report.contains("cat_fts, cat_idx, emb_idx, id_idx"),
             "{kind}: {report}"
         );
         let ds = Dataset::open(dir.path().join("t.lance").to_str().unwrap())

@@ -18,8 +18,11 @@ use rustc_hash::FxHashMap;
 
 use super::analyzer::{Analyzer, FtsParams};
 use super::posting::{self, BLOCK};
+use super::segment::FtsSegment;
+use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
+use crate::kind::RemapFn;
 use crate::lifecycle::segment_metadata;
 use crate::vector::ProgressFn;
 use crate::vector::build::cpu;
@@ -238,6 +241,101 @@ pub async fn build_fts_segment(
         field_id,
         &fragments,
         super::details(params),
+        super::INDEX_VERSION,
+        all,
+        uuid,
+    ))
+}
+
+/// A copy of inverted segment `meta` covering `fragments`, each doc's
+/// row address `a` replaced by `map(a)` and docs mapping to `None` left
+/// out of the docs and every posting list, without tokenizing the table
+/// again (as Lance remaps); partitions keep their ids, block maxima are
+/// scored again under each partition's new statistics.
+pub async fn remap_fts_segment(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    fragments: &[u64],
+    map: &RemapFn<'_>,
+) -> Result<IndexMetadata> {
+    let cache = IndexCache::new(0);
+    let seg = FtsSegment::load(ds.store(), ds.root(), meta, &cache).await?;
+    let uuid = uuid::Uuid::new_v4();
+    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+    let mut files = vec![];
+    let mut parts = vec![];
+    for part in &seg.parts {
+        // New doc ids follow the new addresses (the docs file is in
+        // row-address order); a compaction may reorder documents.
+        let mut kept: Vec<(u64, u32)> = (0..part.num_docs() as u32)
+            .filter_map(|d| map(part.rowaddrs[d as usize]).map(|a| (a, d)))
+            .collect();
+        kept.sort_unstable();
+        let mut new_doc = vec![u32::MAX; part.num_docs()];
+        for (i, (_, d)) in kept.iter().enumerate() {
+            new_doc[*d as usize] = i as u32;
+        }
+        let mut built = Built {
+            tokens: vec![],
+            postings: vec![],
+            rowaddrs: kept.iter().map(|(a, _)| *a).collect(),
+            lens: kept.iter().map(|(_, d)| part.lens[*d as usize]).collect(),
+        };
+        let (mut docs, mut freqs, mut pos) = (vec![], vec![], vec![]);
+        for term in part.terms() {
+            let Some(list) = part.posting(&term, &cache).await? else {
+                continue;
+            };
+            // (new doc, freq, positions)
+            let mut rows: Vec<(u32, u32, Vec<u32>)> = Vec::with_capacity(list.df as usize);
+            for b in 0..list.blocks.len() {
+                list.decode(b, &mut docs, &mut freqs)?;
+                if seg.params.with_position {
+                    list.block_positions(b, &freqs, &mut pos)?;
+                }
+                let mut at = 0usize;
+                for (d, f) in docs.iter().zip(&freqs) {
+                    let n = new_doc[*d as usize];
+                    if n != u32::MAX {
+                        let p = if seg.params.with_position {
+                            pos[at..at + *f as usize].to_vec()
+                        } else {
+                            vec![]
+                        };
+                        rows.push((n, *f, p));
+                    }
+                    at += *f as usize;
+                }
+            }
+            // A token whose every document is gone leaves the dictionary.
+            if rows.is_empty() {
+                continue;
+            }
+            rows.sort_unstable_by_key(|r| r.0);
+            let mut p = Postings::default();
+            for (d, f, ps) in rows {
+                p.docs.push(d);
+                p.freqs.push(f);
+                p.positions.extend(ps);
+            }
+            built.tokens.push(term);
+            built.postings.push(p);
+        }
+        files.extend(write_partition(&dir, &seg.params, &built, part.id).await?);
+        parts.push(part.id);
+    }
+    let mut all = vec![write_metadata(&dir, &seg.params, &parts).await?];
+    all.extend(files);
+    let field_id = *meta
+        .fields
+        .first()
+        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))?;
+    Ok(segment_metadata(
+        ds,
+        &meta.name,
+        field_id,
+        fragments,
+        super::details(&seg.params),
         super::INDEX_VERSION,
         all,
         uuid,

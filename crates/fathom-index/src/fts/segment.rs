@@ -364,6 +364,17 @@ impl Partition {
         }
     }
 
+    /// Every token of this partition's dictionary, in byte order.
+    pub fn terms(&self) -> Vec<String> {
+        use fst::Streamer;
+        let mut out = Vec::with_capacity(self.tokens.len());
+        let mut s = self.tokens.stream();
+        while let Some((k, _)) = s.next() {
+            out.push(String::from_utf8_lossy(k).into_owned());
+        }
+        out
+    }
+
     /// The fragment doc `d` is in.
     pub fn fragment_of(&self, d: u32) -> u32 {
         (self.rowaddrs[d as usize] >> 32) as u32
