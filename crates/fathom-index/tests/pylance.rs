@@ -21,13 +21,16 @@ fn pylance_uses_our_indexes() {
     // extended over the new fragment): pylance reads the rewritten
     // fragments (with their row id sequences) and our new segments. Last,
     // a compaction that defers the remap: pylance applies our fragment
-    // reuse index to our segments.
+    // reuse index to our segments; and one that then rewrites the segments
+    // with the rows' new addresses (B-tree and bitmap remapped, the zone
+    // map built anew): pylance reads the rewritten segments.
     for (stable, compact) in [
         (false, Compact::No),
         (true, Compact::No),
         (false, Compact::Reindex),
         (true, Compact::Reindex),
         (false, Compact::Defer),
+        (false, Compact::Remap),
     ] {
         check_dataset(&py, stable, compact);
     }
@@ -38,6 +41,7 @@ enum Compact {
     No,
     Reindex,
     Defer,
+    Remap,
 }
 
 fn check_dataset(py: &str, stable: bool, compact: Compact) {
@@ -90,6 +94,7 @@ fn check_dataset(py: &str, stable: bool, compact: Compact) {
             let ds = ds.delete_rows(&[(2 << 32) | 7, 40, 41]).await.unwrap();
             let opts = fathom_table::CompactionOptions {
                 defer_index_remap: compact == Compact::Defer,
+                remap_indexes: compact == Compact::Remap,
                 ..Default::default()
             };
             let (ds, report) = fathom_index::compact(&ds, &opts, true, None).await.unwrap();
@@ -98,6 +103,18 @@ fn check_dataset(py: &str, stable: bool, compact: Compact) {
             if compact == Compact::Defer {
                 assert!(report.reindexed.is_empty(), "{report:?}");
                 assert!(ds.manifest().frag_reuse.is_some());
+            } else if compact == Compact::Remap {
+                assert!(report.reindexed.is_empty(), "{report:?}");
+                assert_eq!(report.remapped, ["cat_idx", "id_idx", "ts_idx"]);
+                assert!(ds.manifest().frag_reuse.is_none());
+                assert!(
+                    ds.manifest().indices.iter().all(|i| i
+                        .fragment_bitmap
+                        .as_ref()
+                        .is_some_and(|b| b.contains(ds.fragments()[0].id as u32))),
+                    "{:?}",
+                    ds.manifest().indices
+                );
             } else {
                 assert_eq!(report.reindexed.len(), 3);
             }
