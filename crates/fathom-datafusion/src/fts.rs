@@ -53,7 +53,7 @@ use roaring::RoaringBitmap;
 
 use crate::exec::fts::{FtsExec, FtsField, FtsSpec};
 use crate::exec::knn::KnnSegment;
-use crate::knn::{inner_scan, scan_schema, unqualified, winner_columns};
+use crate::knn::{inner_scan, overlaid_input, scan_schema, unqualified, winner_columns};
 use crate::provider::FathomTable;
 use crate::util::block_on;
 
@@ -425,7 +425,7 @@ pub(crate) fn plan_fts(
             .fragments()
             .iter()
             .any(|f| !covered.contains(f.id as u32));
-        flats.push(if uncovered {
+        let flat = if uncovered {
             Some(inner_scan(
                 t,
                 state,
@@ -437,6 +437,19 @@ pub(crate) fn plan_fts(
             )?)
         } else {
             None
+        };
+        // Rows whose text an overlay changed since a segment's build: the
+        // segment's documents for them are stale (FtsExec leaves them out
+        // of its answers and statistics); their current text is tokenized
+        // and scored with the flat rows.
+        let reeval = overlaid_input(t, state, &ds, &schema, &segments, &[], vec![column, addr])?;
+        flats.push(match (flat, reeval) {
+            (Some(a), Some(b)) => {
+                Some(datafusion::physical_plan::union::UnionExec::try_new(vec![
+                    a, b,
+                ])?)
+            }
+            (a, b) => a.or(b),
         });
         fields.push(FtsField {
             column,

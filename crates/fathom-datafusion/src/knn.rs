@@ -78,6 +78,57 @@ impl ConfigExtension for FathomOptions {
     const PREFIX: &'static str = "fathom";
 }
 
+/// A plan reading columns `output` (of `schema`) of the rows an overlay
+/// changed since the build of each of `segments`, in the fragments it
+/// answers for, `filters` applied (the re-evaluation branch, shown in
+/// EXPLAIN); `None` when there are none.
+pub(crate) fn overlaid_input(
+    t: &FathomTable,
+    state: &dyn Session,
+    ds: &Dataset,
+    schema: &SchemaRef,
+    segments: &[KnnSegment],
+    filters: &[Expr],
+    output: Vec<usize>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut overlaid = fathom_table::RowSet::new();
+    for s in segments {
+        let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
+        r.retain_fragments(|x| s.fragments.contains(x.0));
+        overlaid = overlaid | r;
+    }
+    if overlaid.is_empty() {
+        return Ok(None);
+    }
+    let snap = Snapshot {
+        manifest: ds.manifest(),
+        facts: ds.facts(),
+        schema: ds.schema(),
+        table_schema: schema,
+    };
+    let branch = ReevalBranch::new(
+        snap,
+        Arc::new(overlaid),
+        filters.to_vec(),
+        &output.iter().copied().collect(),
+    )?;
+    let plan = ScanPlan {
+        branches: vec![Branch::Reeval(branch)],
+        merge: Merge::Union,
+        output,
+        skipped: vec![],
+    };
+    Ok(Some(lower(
+        &plan,
+        &LowerContext {
+            session: state,
+            dataset: ds,
+            table_schema: schema,
+            cache: t.index_cache(),
+        },
+    )?))
+}
+
 /// Whether the session's `fathom.overlay_exclusion` asks for whole
 /// fragments (an unknown value is an error naming the accepted ones).
 pub(crate) fn whole_fragment_overlays(state: &dyn Session) -> Result<bool> {
@@ -505,45 +556,15 @@ impl TableProvider for KnnTable {
         // does not answer for them (KnnExec leaves them out of its
         // search); they are scored by brute force on their current
         // vectors, filters re-applied.
-        let mut overlaid = fathom_table::RowSet::new();
-        for s in &segments {
-            let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
-            let f = s.fragments.clone();
-            r.retain_fragments(|x| f.contains(x.0));
-            overlaid = overlaid | r;
-        }
-        let reeval = if overlaid.is_empty() {
-            None
-        } else {
-            let snap = Snapshot {
-                manifest: ds.manifest(),
-                facts: ds.facts(),
-                schema: ds.schema(),
-                table_schema: &schema,
-            };
-            let output = vec![column, addr];
-            let branch = ReevalBranch::new(
-                snap,
-                Arc::new(overlaid),
-                filters.clone(),
-                &output.iter().copied().collect(),
-            )?;
-            let plan = ScanPlan {
-                branches: vec![Branch::Reeval(branch)],
-                merge: Merge::Union,
-                output,
-                skipped: vec![],
-            };
-            Some(lower(
-                &plan,
-                &LowerContext {
-                    session: state,
-                    dataset: &ds,
-                    table_schema: &schema,
-                    cache: t.index_cache(),
-                },
-            )?)
-        };
+        let reeval = overlaid_input(
+            t,
+            state,
+            &ds,
+            &schema,
+            &segments,
+            &filters,
+            vec![column, addr],
+        )?;
         let flat = match (flat, reeval) {
             (Some(a), Some(b)) => {
                 Some(datafusion::physical_plan::union::UnionExec::try_new(vec![

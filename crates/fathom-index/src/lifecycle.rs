@@ -358,6 +358,7 @@ pub async fn remap_indexes(
         .collect();
     let (mut new, mut removed, mut names) = (vec![], vec![], vec![]);
     let total = todo.len() as u64;
+    let dense = fr.dense();
     for (k, meta) in todo.into_iter().enumerate() {
         if let Some(p) = progress {
             p(&format!("remapping {}", meta.name), k as u64, total);
@@ -372,7 +373,11 @@ pub async fn remap_indexes(
         // The coverage was remapped when the manifest was read; a row that
         // moved to a fragment outside it (its group was not all covered)
         // is left out, as is a deleted one.
-        let map = |id: u64| fr.remap(id).filter(|a| covered.contains((a >> 32) as u32));
+        let map = |id: u64| {
+            dense
+                .remap(id)
+                .filter(|a| covered.contains((a >> 32) as u32))
+        };
         let seg = if frags.is_empty() {
             None
         } else if is_vector(&meta) {

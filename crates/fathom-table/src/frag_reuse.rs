@@ -186,6 +186,40 @@ impl FragReuse {
         Some(addr)
     }
 
+    /// The same mapping as [`Self::remap`] as lookup tables, one entry per
+    /// row of every rewritten fragment: for remapping many addresses (a
+    /// segment rewritten whole), where a rank per address in the
+    /// survivors' bitmaps would cost far more.
+    pub fn dense(&self) -> DenseRemap {
+        let versions = self
+            .versions
+            .iter()
+            .map(|v| {
+                let mut old: HashMap<u32, Vec<u64>> = HashMap::new();
+                for g in &v.groups {
+                    for f in &g.old {
+                        old.insert(f.id as u32, vec![u64::MAX; f.physical_rows as usize]);
+                    }
+                    let mut new = g
+                        .new
+                        .iter()
+                        .flat_map(|f| (0..f.physical_rows).map(move |o| (f.id << 32) | o));
+                    for a in g.changed.iter() {
+                        let Some(to) = new.next() else { break };
+                        if let Some(slot) = old
+                            .get_mut(&((a >> 32) as u32))
+                            .and_then(|t| t.get_mut(a as u32 as usize))
+                        {
+                            *slot = to;
+                        }
+                    }
+                }
+                old
+            })
+            .collect();
+        DenseRemap { versions }
+    }
+
     /// Whether a segment built at `dataset_version` may name rows by
     /// addresses these compactions changed.
     pub fn applies_to(&self, dataset_version: u64) -> bool {
@@ -353,6 +387,30 @@ impl FragReuse {
             files: vec![],
             covering_fields: vec![],
         }
+    }
+}
+
+/// [`FragReuse::remap`] as tables (see [`FragReuse::dense`]).
+#[derive(Debug, Clone)]
+pub struct DenseRemap {
+    /// Per version, each rewritten fragment's new address of each row
+    /// (`u64::MAX`: deleted).
+    versions: Vec<HashMap<u32, Vec<u64>>>,
+}
+
+impl DenseRemap {
+    /// The current address of a row a segment built before the
+    /// compactions knows as `addr`; `None` when it was deleted.
+    pub fn remap(&self, mut addr: u64) -> Option<u64> {
+        for v in &self.versions {
+            if let Some(t) = v.get(&((addr >> 32) as u32)) {
+                addr = *t.get(addr as u32 as usize)?;
+                if addr == u64::MAX {
+                    return None;
+                }
+            }
+        }
+        Some(addr)
     }
 }
 

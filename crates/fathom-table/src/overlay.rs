@@ -16,11 +16,13 @@
 //! stale for the rows it covers. Two ways out:
 //!
 //! - **row level** (scalar kinds: B-tree, bitmap, zone map, label list;
-//!   vector kinds): the segment keeps covering the fragment; the scan
-//!   plan excludes the [`overlaid_rows`] from the index result and
-//!   re-evaluates them on the flat path against their current values
-//!   (filters re-applied, vectors re-scored by brute force);
-//! - **whole fragment** (full-text segments, and every kind
+//!   vector and full-text kinds): the segment keeps covering the
+//!   fragment; the scan plan excludes the [`overlaid_rows`] from the
+//!   index result and re-evaluates them on the flat path against their
+//!   current values (filters re-applied, vectors re-scored by brute
+//!   force, text tokenized and scored, the stale documents left out of
+//!   the corpus statistics);
+//! - **whole fragment** (every kind
 //!   when compaction rewrites the fragment under a fragment reuse index):
 //!   [`exclude_overlaid`] takes the fragment out of the segment's
 //!   coverage on every manifest read and every commit, so it is scanned
@@ -138,11 +140,10 @@ impl Fragment {
 
 /// Whether readers of `meta`'s kind exclude and re-evaluate the rows an
 /// overlay changed (see the module documentation), rather than needing
-/// the whole fragment out of the segment's coverage.
+/// the whole fragment out of the segment's coverage: every kind this
+/// reader knows (an entry without details is not one).
 pub fn reevaluated_by_row(meta: &IndexMetadata) -> bool {
-    meta.index_details
-        .as_ref()
-        .is_some_and(|d| !d.type_url.ends_with("InvertedIndexDetails"))
+    meta.index_details.is_some()
 }
 
 /// The fragment's overlays committed after version `since` that change

@@ -344,6 +344,15 @@ struct FtsRun {
     schema: SchemaRef,
 }
 
+/// The rows of `s`'s fragments whose text an overlay changed since the
+/// segment's build: its documents for them are stale (left out of its
+/// answers and statistics; the flat input scores their current text).
+fn stale_rows(ds: &Dataset, s: &KnnSegment) -> RowSet {
+    let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
+    r.retain_fragments(|f| s.fragments.contains(f.0));
+    r
+}
+
 fn ext(e: fathom_index::Error) -> DataFusionError {
     match e {
         fathom_index::Error::InvalidInput(m) => DataFusionError::Execution(m),
@@ -471,6 +480,7 @@ impl FtsRun {
                 &default_analyzer
             }
         };
+        let stale: Vec<RowSet> = field.segments.iter().map(|s| stale_rows(ds, s)).collect();
         let mut q = Query::parse(analyzer, &self.spec.query, self.spec.op).map_err(ext)?;
         let flat_rows = match &self.flat[i] {
             Some(flat) => collect(flat.clone(), ctx.clone()).await?,
@@ -515,15 +525,17 @@ impl FtsRun {
                 }
             }
         }
-        // Indexed rows: the segments' statistics over their fragments.
-        for (seg, s) in segs.iter().zip(&field.segments) {
+        // Indexed rows: the segments' statistics over their fragments,
+        // rows overlaid since a build left out (the flat input holds their
+        // current text).
+        for ((seg, s), stale) in segs.iter().zip(&field.segments).zip(&stale) {
             let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
-            let (docs, tokens) = seg.counts(&s.fragments, reuse);
+            let (docs, tokens) = seg.counts(&s.fragments, reuse, stale);
             corpus.docs += docs;
             corpus.tokens += tokens;
             for t in &terms {
                 let n = seg
-                    .df(t, &s.fragments, reuse, &self.cache)
+                    .df(t, &s.fragments, reuse, stale, &self.cache)
                     .await
                     .map_err(ext)?;
                 *corpus.df.entry(t.clone()).or_default() += n;
@@ -542,7 +554,7 @@ impl FtsRun {
                 }
             }
             let deleted = &*deleted;
-            for (seg, s) in segs.iter().zip(&field.segments) {
+            for ((seg, s), stale) in segs.iter().zip(&field.segments).zip(&stale) {
                 let frags = s.fragments.clone();
                 let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
                 let allow_fn = |id: u64| {
@@ -554,7 +566,7 @@ impl FtsRun {
                         None => id,
                     };
                     let a = RowAddress::from_u64(id);
-                    if !frags.contains(a.fragment().0) {
+                    if !frags.contains(a.fragment().0) || stale.contains(a) {
                         return false;
                     }
                     match allow {
@@ -641,13 +653,14 @@ impl FtsRun {
         }
         for (seg, s) in segs.iter().zip(&field.segments) {
             let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
+            let stale = stale_rows(ds, s);
             for (j, f) in q.fuzzy.iter().enumerate() {
                 for t in seg.fuzzy_terms(f).map_err(ext)? {
                     if found[j].contains(&t) {
                         continue;
                     }
                     if seg
-                        .df(&t, &s.fragments, reuse, &self.cache)
+                        .df(&t, &s.fragments, reuse, &stale, &self.cache)
                         .await
                         .map_err(ext)?
                         > 0

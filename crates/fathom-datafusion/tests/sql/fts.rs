@@ -618,12 +618,12 @@ async fn equals_brute_force_through_changes() {
                 }
                 2 => {
                     // Rows move to a new fragment (rewritten), or their
-                    // columns are rewritten in place or overlaid (the
-                    // touched fragments leave the index, deleted rows
-                    // there included).
+                    // columns are rewritten in place (the touched
+                    // fragments leave the index, deleted rows there
+                    // included) or overlaid (the index keeps the
+                    // fragments; only the overlaid rows' documents leave
+                    // it, their new text scored flat).
                     let k = rng.random_range(5..13);
-                    // Overlays un-index the touched fragments as in-place
-                    // column rewrites do (whole-fragment exclusion).
                     let mode = ["rows", "columns", "overlay"][rng.random_range(0..3)];
                     let columns = mode != "rows";
                     m.refresh(&ctx).await;
@@ -646,10 +646,11 @@ async fn equals_brute_force_through_changes() {
                             .map(|r| r.fragment)
                             .collect();
                         for r in m.rows.iter_mut() {
-                            if touched.contains(&r.fragment) {
+                            if mode == "columns" && touched.contains(&r.fragment) {
                                 r.indexed = false;
                             }
                             if r.live && r.id % k == 2 {
+                                r.indexed = false;
                                 r.id += 1_000_000;
                                 r.body = r.body.as_ref().map(|b| format!("{b} zuz"));
                             }

@@ -13,6 +13,7 @@ use arrow_array::types::{Float32Type, UInt32Type, UInt64Type};
 use fathom_file::FileReader;
 use fathom_table::format::IndexMetadata;
 use fathom_table::frag_reuse::FragReuse;
+use fathom_table::{RowAddress, RowSet};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use roaring::RoaringBitmap;
@@ -210,14 +211,21 @@ impl FtsSegment {
     /// Docs and tokens of the docs in fragments `valid`. With `reuse` (the
     /// segment predates a compaction that deferred its remap), a doc of a
     /// rewritten fragment counts where its row is now, and not at all when
-    /// it was deleted before.
-    pub fn counts(&self, valid: &RoaringBitmap, reuse: Option<&FragReuse>) -> (u64, u64) {
+    /// it was deleted before. Docs whose row is in `stale` (current
+    /// addresses: rows an overlay changed since the build) do not count.
+    pub fn counts(
+        &self,
+        valid: &RoaringBitmap,
+        reuse: Option<&FragReuse>,
+        stale: &RowSet,
+    ) -> (u64, u64) {
+        let stale_frags = fragments_of(stale);
         let (mut docs, mut tokens) = (0u64, 0u64);
         for p in &self.parts {
             for (frag, r) in &p.fragments {
-                if reuse.is_some_and(|fr| fr.rewrote(*frag)) {
+                if reuse.is_some_and(|fr| fr.rewrote(*frag)) || stale_frags.contains(*frag) {
                     for d in r.clone() {
-                        if p.counts_doc(d, valid, reuse) {
+                        if p.counts_doc(d, valid, reuse, stale) {
                             docs += 1;
                             tokens += p.lens[d as usize] as u64;
                         }
@@ -231,8 +239,6 @@ impl FtsSegment {
         (docs, tokens)
     }
 
-    /// Documents holding `term` in fragments `valid` (`reuse` as for
-    /// [`Self::counts`]).
     /// The dictionary's terms that fuzzy term `f` matches (any
     /// partition; terms of docs outside the fragments searched included:
     /// weigh them by [`FtsSegment::df`]).
@@ -249,22 +255,27 @@ impl FtsSegment {
         Ok(out.into_iter().collect())
     }
 
+    /// Documents holding `term` in fragments `valid` (`reuse` and `stale`
+    /// as for [`Self::counts`]).
     pub async fn df(
         &self,
         term: &str,
         valid: &RoaringBitmap,
         reuse: Option<&FragReuse>,
+        stale: &RowSet,
         cache: &IndexCache,
     ) -> Result<u64> {
+        let stale_frags = fragments_of(stale);
         let mut n = 0u64;
         for p in &self.parts {
             let Some(list) = p.posting(term, cache).await? else {
                 continue;
             };
-            if p.fragments
-                .keys()
-                .all(|f| valid.contains(*f) && !reuse.is_some_and(|fr| fr.rewrote(*f)))
-            {
+            if p.fragments.keys().all(|f| {
+                valid.contains(*f)
+                    && !reuse.is_some_and(|fr| fr.rewrote(*f))
+                    && !stale_frags.contains(*f)
+            }) {
                 n += list.df as u64;
                 continue;
             }
@@ -273,12 +284,17 @@ impl FtsSegment {
                 list.decode(b, &mut docs, &mut freqs)?;
                 n += docs
                     .iter()
-                    .filter(|d| p.counts_doc(**d, valid, reuse))
+                    .filter(|d| p.counts_doc(**d, valid, reuse, stale))
                     .count() as u64;
             }
         }
         Ok(n)
     }
+}
+
+/// The fragments `rows` has rows in.
+fn fragments_of(rows: &RowSet) -> RoaringBitmap {
+    rows.fragments().map(|(f, _)| f.0).collect()
 }
 
 impl Partition {
@@ -353,15 +369,22 @@ impl Partition {
     }
 
     /// Whether doc `d` is a row of a fragment in `valid` (its address
-    /// remapped by `reuse` first).
-    fn counts_doc(&self, d: u32, valid: &RoaringBitmap, reuse: Option<&FragReuse>) -> bool {
+    /// remapped by `reuse` first) and not in `stale`.
+    fn counts_doc(
+        &self,
+        d: u32,
+        valid: &RoaringBitmap,
+        reuse: Option<&FragReuse>,
+        stale: &RowSet,
+    ) -> bool {
         let a = self.rowaddrs[d as usize];
-        match reuse {
-            Some(fr) => fr
-                .remap(a)
-                .is_some_and(|a| valid.contains((a >> 32) as u32)),
-            None => valid.contains((a >> 32) as u32),
-        }
+        let a = match reuse {
+            Some(fr) => fr.remap(a),
+            None => Some(a),
+        };
+        a.is_some_and(|a| {
+            valid.contains((a >> 32) as u32) && !stale.contains(RowAddress::from_u64(a))
+        })
     }
 
     /// Every token of this partition's dictionary, in byte order.
