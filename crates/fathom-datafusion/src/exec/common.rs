@@ -10,14 +10,20 @@
 //! keeps every column of the rows it keeps; take appends them, unchanged,
 //! after the columns it reads.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, UInt64Array};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::PlanProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use fathom_table::{Dataset, RowAddress};
+
+use crate::error::to_df;
+use roaring::RoaringBitmap;
 
 /// Schema of a stream of row addresses.
 pub fn addr_schema() -> SchemaRef {
@@ -94,4 +100,43 @@ pub fn with_partitions(
             .clone()
             .with_partitioning(Partitioning::UnknownPartitioning(n)),
     )
+}
+
+/// The text of row `i` of a string column (`None`: null).
+pub fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
+    if a.is_null(i) {
+        return None;
+    }
+    Some(match a.data_type() {
+        DataType::LargeUtf8 => a.as_string::<i64>().value(i),
+        DataType::Utf8View => a.as_string_view().value(i),
+        _ => a.as_string::<i32>().value(i),
+    })
+}
+
+/// Rows of the table version that are not deleted, by fragment, loaded
+/// as segments ask for them.
+#[derive(Default)]
+pub(crate) struct Deleted(HashMap<u32, Option<Arc<RoaringBitmap>>>);
+
+impl Deleted {
+    pub(crate) async fn load(&mut self, ds: &Dataset, fragments: &RoaringBitmap) -> Result<()> {
+        for f in fragments.iter() {
+            if self.0.contains_key(&f) {
+                continue;
+            }
+            if let Some(fr) = ds.fragment(f as u64) {
+                self.0.insert(f, ds.deleted_rows(fr).await.map_err(to_df)?);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn live(&self, a: RowAddress) -> bool {
+        match self.0.get(&a.fragment().0) {
+            Some(None) => true,
+            Some(Some(d)) => !d.contains(a.offset()),
+            None => false,
+        }
+    }
 }

@@ -27,9 +27,9 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
-use arrow_array::{Array, ArrayRef, Float32Array, RecordBatch};
+use arrow_array::{ArrayRef, Float32Array, RecordBatch};
+use arrow_schema::SchemaRef;
 use arrow_schema::SortOptions;
-use arrow_schema::{DataType, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -50,9 +50,8 @@ use fathom_index::fts::search::{MAX_EXPANSIONS, Query, TopK, accepts};
 use fathom_index::fts::{Analyzer, Corpus, FtsParams, FtsSegment, MatchOp, Scored};
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
-use roaring::RoaringBitmap;
 
-use super::common::single_partition;
+use super::common::{Deleted, single_partition, text_at};
 use super::knn::KnnSegment;
 use crate::error::to_df;
 
@@ -360,50 +359,11 @@ fn ext(e: fathom_index::Error) -> DataFusionError {
     }
 }
 
-/// The text of row `i` of a string column (`None`: null).
-pub fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
-    if a.is_null(i) {
-        return None;
-    }
-    Some(match a.data_type() {
-        DataType::LargeUtf8 => a.as_string::<i64>().value(i),
-        DataType::Utf8View => a.as_string_view().value(i),
-        _ => a.as_string::<i32>().value(i),
-    })
-}
-
 /// A flat row holding some query term.
 struct FlatHit {
     addr: u64,
     tf: Vec<u32>,
     len: u32,
-}
-
-/// Rows of the table version that are not deleted, by fragment, loaded
-/// as segments ask for them.
-#[derive(Default)]
-struct Deleted(HashMap<u32, Option<Arc<RoaringBitmap>>>);
-
-impl Deleted {
-    async fn load(&mut self, ds: &Dataset, fragments: &RoaringBitmap) -> Result<()> {
-        for f in fragments.iter() {
-            if self.0.contains_key(&f) {
-                continue;
-            }
-            if let Some(fr) = ds.fragment(f as u64) {
-                self.0.insert(f, ds.deleted_rows(fr).await.map_err(to_df)?);
-            }
-        }
-        Ok(())
-    }
-
-    fn live(&self, a: RowAddress) -> bool {
-        match self.0.get(&a.fragment().0) {
-            Some(None) => true,
-            Some(Some(d)) => !d.contains(a.offset()),
-            None => false,
-        }
-    }
 }
 
 impl FtsRun {

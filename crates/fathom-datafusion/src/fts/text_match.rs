@@ -17,7 +17,7 @@ use fathom_index::fts::{Analyzer, FtsParams, MatchOp};
 use fathom_table::Dataset;
 
 use super::{Boosted, Search, fts_segments, text_arg};
-use crate::exec::fts::text_at;
+use crate::exec::common::text_at;
 
 /// `text_match(column, query [, 'OR' | 'AND' | 'PHRASE'])`: whether the
 /// text matches the query (any term, every term, or the phrase; a query in
