@@ -113,6 +113,14 @@ pub(crate) fn segment_metadata(
     }
 }
 
+/// The field segment `meta` is keyed on.
+pub(crate) fn keyed_field(meta: &IndexMetadata) -> Result<i32> {
+    meta.fields
+        .first()
+        .copied()
+        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -326,10 +326,7 @@ pub async fn remap_fts_segment(
     }
     let mut all = vec![write_metadata(&dir, &seg.params, &parts).await?];
     all.extend(files);
-    let field_id = *meta
-        .fields
-        .first()
-        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))?;
+    let field_id = crate::lifecycle::keyed_field(meta)?;
     Ok(segment_metadata(
         ds,
         &meta.name,

@@ -25,7 +25,7 @@ use super::hnsw::{self, Graph};
 use super::kmeans::par_ranges;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind, VectorParams};
 use super::pb;
-use super::segment::VectorSegment;
+use super::segment::{VectorSegment, transpose};
 use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
@@ -313,10 +313,7 @@ pub async fn remap_vector_segment(
             }
         }
     }
-    let field_id = *meta
-        .fields
-        .first()
-        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))?;
+    let field_id = crate::lifecycle::keyed_field(meta)?;
     write_vector_segment(
         ds, &meta.name, field_id, fragments, &model, &ids, &codes, &flat,
     )
@@ -596,17 +593,8 @@ async fn write_aux(
         }
         let values: ArrayRef = match &model.quantizer {
             Quantizer::Flat => Arc::new(Float32Array::from(flat[p].clone())),
-            Quantizer::Pq { m, .. } => {
-                // Transposed: byte k of row i at k·n + i.
-                let c = &codes[p];
-                let mut t = vec![0u8; c.len()];
-                for i in 0..n {
-                    for kk in 0..*m {
-                        t[kk * n + i] = c[i * m + kk];
-                    }
-                }
-                Arc::new(UInt8Array::from(t))
-            }
+            // Transposed: byte k of row i at k·n + i.
+            Quantizer::Pq { m, .. } => Arc::new(UInt8Array::from(transpose(&codes[p], n, *m))),
             Quantizer::Sq { .. } => Arc::new(UInt8Array::from(codes[p].clone())),
         };
         let width = values.len() / n;

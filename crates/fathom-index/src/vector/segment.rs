@@ -48,6 +48,19 @@ struct GraphFile {
     level_offsets: Vec<Vec<u64>>,
 }
 
+/// `src`, a `rows` x `cols` matrix stored row by row, stored column by
+/// column (PQ codes: byte k of row i moves from i·cols + k to k·rows + i;
+/// transposing back swaps `rows` and `cols`).
+pub(crate) fn transpose(src: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+    let mut out = vec![0u8; src.len()];
+    for i in 0..rows {
+        for k in 0..cols {
+            out[k * rows + i] = src[i * cols + k];
+        }
+    }
+    out
+}
+
 /// One partition's rows.
 struct Partition {
     ids: Vec<u64>,
@@ -312,17 +325,10 @@ impl VectorSegment {
                 },
                 Quantizer::Pq { m, .. } if !self.transposed => {
                     let c = vals.as_primitive::<UInt8Type>().values();
-                    let n = n as usize;
-                    let mut t = vec![0u8; c.len()];
-                    for i in 0..n {
-                        for k in 0..m {
-                            t[k * n + i] = c[i * m + k];
-                        }
-                    }
                     Partition {
                         ids,
                         flat: vec![],
-                        codes: t,
+                        codes: transpose(c, n as usize, m),
                         graph: None,
                     }
                 }
@@ -362,14 +368,7 @@ impl VectorSegment {
             ),
             Quantizer::Pq { m, .. } if self.transposed => {
                 let t = vals.as_primitive::<UInt8Type>().values();
-                let n = n as usize;
-                let mut c = vec![0u8; t.len()];
-                for i in 0..n {
-                    for k in 0..m {
-                        c[i * m + k] = t[k * n + i];
-                    }
-                }
-                (ids, c, vec![])
+                (ids, transpose(t, m, n as usize), vec![])
             }
             _ => (
                 ids,
