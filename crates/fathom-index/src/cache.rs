@@ -62,6 +62,11 @@ impl IndexCache {
         }
     }
 
+    /// Whether `key` is held (no effect on recency or the counters).
+    pub fn contains(&self, key: &str) -> bool {
+        self.inner.lock().unwrap().0.contains_key(key)
+    }
+
     pub fn insert<T: Any + Send + Sync>(
         &self,
         key: String,

@@ -113,14 +113,6 @@ pub(crate) fn segment_metadata(
     }
 }
 
-/// The field segment `meta` is keyed on.
-pub(crate) fn keyed_field(meta: &IndexMetadata) -> Result<i32> {
-    meta.fields
-        .first()
-        .copied()
-        .ok_or_else(|| Error::InvalidInput(format!("index '{}' names no field", meta.name)))
-}
-
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -388,14 +380,7 @@ pub async fn remap_indexes(
         };
         let seg = if frags.is_empty() {
             None
-        } else if is_vector(&meta) {
-            Some(crate::vector::build::remap_vector_segment(ds, &meta, &frags, &map).await?)
-        } else if is_fts(&meta) {
-            Some(crate::fts::build::remap_fts_segment(ds, &meta, &frags, &map).await?)
         } else {
-            let kind = usable(&meta).map_err(|u| {
-                Error::InvalidInput(format!("index '{}' cannot be remapped: {u:?}", meta.name))
-            })?;
             let uuid = uuid::Uuid::new_v4();
             let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
             let seg = crate::kind::SegmentRef {
@@ -403,15 +388,17 @@ pub async fn remap_indexes(
                 root: ds.root(),
                 meta: &meta,
             };
-            match kind.remap(seg, &dir, &map).await? {
-                Some(files) => Some(IndexMetadata {
-                    uuid,
+            match crate::segment::remap_files(seg, &dir, &map).await? {
+                Some(w) => Some(IndexMetadata {
                     dataset_version: ds.version(),
-                    files,
+                    fragment_bitmap: Some(frags.iter().map(|f| *f as u32).collect()),
                     created_at_ms: Some(now_ms()),
-                    ..meta.clone()
+                    ..w.describe(&meta, uuid)
                 }),
                 None => {
+                    let kind = usable(&meta).map_err(|u| {
+                        Error::InvalidInput(format!("index '{}' cannot be rebuilt: {u}", meta.name))
+                    })?;
                     let column = index_column(ds, &meta)?;
                     Some(build_segment(ds, &meta.name, &column, kind, frags).await?)
                 }

@@ -1,11 +1,16 @@
 //! Segments: which ones a reader may use, and searching one.
 
+use std::sync::Arc;
+
 use fathom_table::Dataset;
-use fathom_table::format::IndexMetadata;
+use fathom_table::format::{IndexFile, IndexMetadata};
 use fathom_table::frag_reuse::FragReuse;
+use object_store::ObjectStore;
+use object_store::path::Path;
 
 use crate::cache::IndexCache;
 use crate::error::Result;
+use crate::io::SegmentDir;
 use crate::kind::{Groups, IndexKind, SegmentRef, StoredIds};
 use crate::query::{ScalarQuery, SearchResult};
 use fathom_table::RowSet;
@@ -56,6 +61,173 @@ pub fn frag_reuse<'a>(ds: &'a Dataset, meta: &IndexMetadata) -> Option<&'a FragR
         .filter(|f| f.applies_to(meta.dataset_version))
 }
 
+/// A segment built before deferred-remap compactions, rewritten in
+/// memory with the rows' current addresses: made once per segment and
+/// set of compactions (the first search after a compaction pays it) and
+/// kept in the index cache, so later answers need no remapping.
+pub(crate) struct Remapped {
+    pub store: Arc<dyn ObjectStore>,
+    pub root: Path,
+    pub meta: IndexMetadata,
+}
+
+impl Remapped {
+    pub fn seg(&self) -> SegmentRef<'_> {
+        SegmentRef {
+            store: &self.store,
+            root: &self.root,
+            meta: &self.meta,
+        }
+    }
+}
+
+/// The cache key of `meta` remapped through the versions of `fr` that
+/// apply to it (a later compaction adds a version, so a new key).
+pub fn remapped_key(meta: &IndexMetadata, fr: &FragReuse) -> String {
+    let versions: Vec<String> = fr
+        .versions
+        .iter()
+        .filter(|v| v.dataset_version >= meta.dataset_version)
+        .map(|v| v.dataset_version.to_string())
+        .collect();
+    format!("remapped/{}/{}", meta.uuid, versions.join(","))
+}
+
+/// The files of a copy of `seg` with every stored row address `a`
+/// replaced by `map(a)` (rows mapping to `None` left out), written in
+/// `dir` from the segment's own files, and its `index_details`; `None`
+/// for a kind whose entries are not keyed by row (a zone map: it is built
+/// anew from the table instead).
+pub(crate) async fn remap_files(
+    seg: SegmentRef<'_>,
+    dir: &SegmentDir,
+    map: &crate::kind::RemapFn<'_>,
+) -> Result<Option<RemappedFiles>> {
+    let meta = seg.meta;
+    Ok(if crate::vector::is_vector(meta) {
+        let (files, details) = crate::vector::build::remap_vector_files(seg, dir, map).await?;
+        Some(RemappedFiles {
+            files,
+            details: Some(details),
+            version: Some(1),
+        })
+    } else if crate::fts::is_fts(meta) {
+        let (files, details) = crate::fts::build::remap_fts_files(seg, dir, map).await?;
+        Some(RemappedFiles {
+            files,
+            details: Some(details),
+            version: Some(crate::fts::INDEX_VERSION),
+        })
+    } else {
+        let kind = usable(meta).map_err(|u| {
+            crate::error::Error::InvalidInput(format!(
+                "index '{}' cannot be remapped: {u}",
+                meta.name
+            ))
+        })?;
+        kind.remap(seg, dir, map).await?.map(|files| RemappedFiles {
+            files,
+            details: meta.index_details.clone(),
+            version: meta.index_version,
+        })
+    })
+}
+
+/// What [`remap_files`] wrote: the files, and the `index_details` and
+/// `index_version` that describe them.
+pub(crate) struct RemappedFiles {
+    pub files: Vec<IndexFile>,
+    pub details: Option<prost_types::Any>,
+    pub version: Option<i32>,
+}
+
+impl RemappedFiles {
+    /// `meta` describing these files as segment `uuid`.
+    pub fn describe(self, meta: &IndexMetadata, uuid: uuid::Uuid) -> IndexMetadata {
+        IndexMetadata {
+            uuid,
+            files: self.files,
+            index_details: self.details,
+            index_version: self.version,
+            ..meta.clone()
+        }
+    }
+}
+
+/// `meta` rewritten in memory through `fr` (every kind that remaps from
+/// its own files: B-tree, bitmap, vector, full-text); `None` for a kind
+/// that cannot (a zone map), whose answers are then remapped one by one.
+async fn remapped(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+    fr: &FragReuse,
+) -> Result<Option<Arc<Remapped>>> {
+    let key = remapped_key(meta, fr);
+    if let Some(r) = cache.get::<Remapped>(&key) {
+        return Ok(Some(r));
+    }
+    let dense = fr.dense();
+    let map = |id: u64| dense.remap(id);
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let root = Path::from("remapped");
+    let uuid = uuid::Uuid::new_v4();
+    let dir = SegmentDir::new(store.clone(), &root, &uuid);
+    let seg = SegmentRef {
+        store: ds.store(),
+        root: ds.root(),
+        meta,
+    };
+    let written = remap_files(seg, &dir, &map).await?;
+    let Some(w) = written else {
+        return Ok(None);
+    };
+    let out = Arc::new(Remapped {
+        store,
+        root,
+        meta: w.describe(meta, uuid),
+    });
+    let bytes = out.meta.files.iter().map(|f| f.size_bytes as usize).sum();
+    cache.insert(key, out.clone(), bytes);
+    Ok(Some(out))
+}
+
+/// Vector segment `meta` of `ds`, loaded (and cached); one built before a
+/// deferred-remap compaction is remapped first, once, so its ids are
+/// current row addresses.
+pub async fn load_vector(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+) -> Result<Arc<crate::vector::VectorSegment>> {
+    match frag_reuse(ds, meta) {
+        Some(fr) => {
+            let m = remapped(ds, meta, cache, fr)
+                .await?
+                .expect("vector segments remap");
+            crate::vector::VectorSegment::load(&m.store, &m.root, &m.meta, cache).await
+        }
+        None => crate::vector::VectorSegment::load(ds.store(), ds.root(), meta, cache).await,
+    }
+}
+
+/// Full-text segment `meta` of `ds`, as [`load_vector`] loads a vector one.
+pub async fn load_fts(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+) -> Result<Arc<crate::fts::FtsSegment>> {
+    match frag_reuse(ds, meta) {
+        Some(fr) => {
+            let m = remapped(ds, meta, cache, fr)
+                .await?
+                .expect("full-text segments remap");
+            crate::fts::FtsSegment::load(&m.store, &m.root, &m.meta, cache).await
+        }
+        None => crate::fts::FtsSegment::load(ds.store(), ds.root(), meta, cache).await,
+    }
+}
+
 /// Keeps only the rows of fragments `meta` covers: a segment speaks for
 /// those alone. (With stable row ids, compaction and updates move rows to
 /// new fragments under the same id; a segment built before the move still
@@ -93,15 +265,18 @@ pub async fn search(
             None => kind.search(seg, cache, q, allow).await?,
             // Built before a compaction that deferred its remap: the
             // segment names rows by their old addresses.
-            Some(fr) => {
-                let r = kind.search(seg, cache, q, None).await?;
-                SearchResult {
-                    rows: fr.remap_rows(&r.rows),
-                    exactness: r.exactness,
-                    certain: r.certain.as_ref().map(|c| fr.remap_rows(c)),
+            Some(fr) => match remapped(ds, meta, cache, fr).await? {
+                Some(m) => kind.search(m.seg(), cache, q, allow).await?,
+                None => {
+                    let r = kind.search(seg, cache, q, None).await?;
+                    SearchResult {
+                        rows: fr.remap_rows(&r.rows),
+                        exactness: r.exactness,
+                        certain: r.certain.as_ref().map(|c| fr.remap_rows(c)),
+                    }
+                    .restrict(allow)
                 }
-                .restrict(allow)
-            }
+            },
         },
         StoredIds::RowId => {
             let r = kind.search(seg, cache, q, None).await?;
@@ -138,15 +313,22 @@ pub async fn groups(
         root: ds.root(),
         meta,
     };
+    let stable = ds.manifest().uses_stable_row_ids();
+    let row_ids = kind.stored_ids(meta.index_version.unwrap_or(0), stable) == StoredIds::RowId;
+    let reuse = frag_reuse(ds, meta).filter(|_| !row_ids);
+    let remapped = match reuse {
+        Some(fr) => remapped(ds, meta, cache, fr).await?,
+        None => None,
+    };
+    let seg = remapped.as_ref().map_or(seg, |m| m.seg());
     let Some(mut g) = kind.groups(seg, cache).await? else {
         return Ok(None);
     };
-    let stable = ds.manifest().uses_stable_row_ids();
-    if kind.stored_ids(meta.index_version.unwrap_or(0), stable) == StoredIds::RowId {
+    if row_ids {
         for r in &mut g.rows {
             *r = ds.row_ids_to_addresses(r.as_treemap()).await?.into();
         }
-    } else if let Some(fr) = frag_reuse(ds, meta) {
+    } else if let (Some(fr), None) = (reuse, &remapped) {
         for r in &mut g.rows {
             *r = fr.remap_rows(r);
         }

@@ -427,7 +427,7 @@ impl FtsRun {
         let mut segs = Vec::with_capacity(field.segments.len());
         for s in &field.segments {
             segs.push(
-                FtsSegment::load(ds.store(), ds.root(), &s.meta, &self.cache)
+                fathom_index::segment::load_fts(ds, &s.meta, &self.cache)
                     .await
                     .map_err(ext)?,
             );
@@ -489,13 +489,12 @@ impl FtsRun {
         // rows overlaid since a build left out (the flat input holds their
         // current text).
         for ((seg, s), stale) in segs.iter().zip(&field.segments).zip(&stale) {
-            let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
-            let (docs, tokens) = seg.counts(&s.fragments, reuse, stale);
+            let (docs, tokens) = seg.counts(&s.fragments, stale);
             corpus.docs += docs;
             corpus.tokens += tokens;
             for t in &terms {
                 let n = seg
-                    .df(t, &s.fragments, reuse, stale, &self.cache)
+                    .df(t, &s.fragments, stale, &self.cache)
                     .await
                     .map_err(ext)?;
                 *corpus.df.entry(t.clone()).or_default() += n;
@@ -516,15 +515,7 @@ impl FtsRun {
             let deleted = &*deleted;
             for ((seg, s), stale) in segs.iter().zip(&field.segments).zip(&stale) {
                 let frags = s.fragments.clone();
-                let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
                 let allow_fn = |id: u64| {
-                    let id = match reuse {
-                        Some(fr) => match fr.remap(id) {
-                            Some(a) => a,
-                            None => return false,
-                        },
-                        None => id,
-                    };
                     let a = RowAddress::from_u64(id);
                     if !frags.contains(a.fragment().0) || stale.contains(a) {
                         return false;
@@ -555,15 +546,6 @@ impl FtsRun {
             }
         }
         let mut winners = top.into_sorted();
-        // Segments that predate a deferred-remap compaction answer with
-        // the rows' old addresses.
-        if let Some(fr) = ds.manifest().frag_reuse.as_deref() {
-            for w in &mut winners {
-                if let Some(a) = fr.remap(w.addr) {
-                    w.addr = a;
-                }
-            }
-        }
         if field.boost != 1.0 {
             for w in &mut winners {
                 w.score *= field.boost;
@@ -612,7 +594,6 @@ impl FtsRun {
             }
         }
         for (seg, s) in segs.iter().zip(&field.segments) {
-            let reuse = fathom_index::segment::frag_reuse(ds, &s.meta);
             let stale = stale_rows(ds, s);
             for (j, f) in q.fuzzy.iter().enumerate() {
                 for t in seg.fuzzy_terms(f).map_err(ext)? {
@@ -620,7 +601,7 @@ impl FtsRun {
                         continue;
                     }
                     if seg
-                        .df(&t, &s.fragments, reuse, &stale, &self.cache)
+                        .df(&t, &s.fragments, &stale, &self.cache)
                         .await
                         .map_err(ext)?
                         > 0

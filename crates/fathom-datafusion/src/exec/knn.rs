@@ -36,8 +36,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect,
 };
 use fathom_index::IndexCache;
+use fathom_index::vector::Metric;
 use fathom_index::vector::Nearest;
-use fathom_index::vector::{Metric, VectorSegment};
 use fathom_table::format::IndexMetadata;
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
@@ -343,30 +343,17 @@ impl KnnRun {
             let want = k * self.spec.refine_factor.max(1);
             let mut candidates: Vec<u64> = Vec::new();
             for s in &self.segments {
-                let seg = VectorSegment::load(
-                    self.dataset.store(),
-                    self.dataset.root(),
-                    &s.meta,
-                    &self.cache,
-                )
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                // (One built before a deferred-remap compaction is loaded
+                // remapped to the rows' current addresses.)
+                let seg = fathom_index::segment::load_vector(&self.dataset, &s.meta, &self.cache)
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 let frags = s.fragments.clone();
                 // Rows overlaid since the build: scored on the flat input.
                 let mut overlaid =
                     fathom_table::overlay::overlaid_rows(self.dataset.overlaid(), &s.meta);
                 overlaid.retain_fragments(|x| frags.contains(x.0));
-                // A segment built before a deferred-remap compaction names
-                // rows by their old addresses.
-                let reuse = fathom_index::segment::frag_reuse(&self.dataset, &s.meta);
-                let current = |id: u64| match reuse {
-                    Some(fr) => fr.remap(id),
-                    None => Some(id),
-                };
                 let allow_fn = |id: u64| {
-                    let Some(id) = current(id) else {
-                        return false;
-                    };
                     let a = RowAddress::from_u64(id);
                     frags.contains(a.fragment().0) && allow.contains(a) && !overlaid.contains(a)
                 };
@@ -386,7 +373,7 @@ impl KnnRun {
                 c.excluded.add(stats.rows_excluded);
                 candidates.extend(
                     hits.into_iter()
-                        .filter_map(|(id, _)| current(id))
+                        .map(|(id, _)| id)
                         .filter(|a| !overlaid.contains(RowAddress::from_u64(*a))),
                 );
             }

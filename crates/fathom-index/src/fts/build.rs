@@ -23,6 +23,7 @@ use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
 use crate::kind::RemapFn;
+use crate::kind::SegmentRef;
 use crate::lifecycle::segment_metadata;
 use crate::vector::ProgressFn;
 use crate::vector::build::cpu;
@@ -247,21 +248,19 @@ pub async fn build_fts_segment(
     ))
 }
 
-/// A copy of inverted segment `meta` covering `fragments`, each doc's
-/// row address `a` replaced by `map(a)` and docs mapping to `None` left
-/// out of the docs and every posting list, without tokenizing the table
-/// again (as Lance remaps); partitions keep their ids, block maxima are
-/// scored again under each partition's new statistics.
-pub async fn remap_fts_segment(
-    ds: &Dataset,
-    meta: &IndexMetadata,
-    fragments: &[u64],
+/// The files of a copy of inverted segment `seg`, each doc's row address
+/// `a` replaced by `map(a)` and docs mapping to `None` left out of the
+/// docs and every posting list, written in `dir` without tokenizing the
+/// table again (as Lance remaps), and their `index_details`: partitions
+/// keep their ids, block maxima are scored again under each partition's
+/// new statistics.
+pub(crate) async fn remap_fts_files(
+    seg: SegmentRef<'_>,
+    dir: &SegmentDir,
     map: &RemapFn<'_>,
-) -> Result<IndexMetadata> {
+) -> Result<(Vec<IndexFile>, prost_types::Any)> {
     let cache = IndexCache::new(0);
-    let seg = FtsSegment::load(ds.store(), ds.root(), meta, &cache).await?;
-    let uuid = uuid::Uuid::new_v4();
-    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+    let seg = FtsSegment::load(seg.store, seg.root, seg.meta, &cache).await?;
     let mut files = vec![];
     let mut parts = vec![];
     for part in &seg.parts {
@@ -321,22 +320,12 @@ pub async fn remap_fts_segment(
             built.tokens.push(term);
             built.postings.push(p);
         }
-        files.extend(write_partition(&dir, &seg.params, &built, part.id).await?);
+        files.extend(write_partition(dir, &seg.params, &built, part.id).await?);
         parts.push(part.id);
     }
-    let mut all = vec![write_metadata(&dir, &seg.params, &parts).await?];
+    let mut all = vec![write_metadata(dir, &seg.params, &parts).await?];
     all.extend(files);
-    let field_id = crate::lifecycle::keyed_field(meta)?;
-    Ok(segment_metadata(
-        ds,
-        &meta.name,
-        field_id,
-        fragments,
-        super::details(&seg.params),
-        super::INDEX_VERSION,
-        all,
-        uuid,
-    ))
+    Ok((all, super::details(&seg.params)))
 }
 
 /// The schema metadata every inverted file of format 2 carries.

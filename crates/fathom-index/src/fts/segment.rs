@@ -12,7 +12,6 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt32Type, UInt64Type};
 use fathom_file::FileReader;
 use fathom_table::format::IndexMetadata;
-use fathom_table::frag_reuse::FragReuse;
 use fathom_table::{RowAddress, RowSet};
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -208,24 +207,18 @@ impl FtsSegment {
         Ok(seg)
     }
 
-    /// Docs and tokens of the docs in fragments `valid`. With `reuse` (the
-    /// segment predates a compaction that deferred its remap), a doc of a
-    /// rewritten fragment counts where its row is now, and not at all when
-    /// it was deleted before. Docs whose row is in `stale` (current
-    /// addresses: rows an overlay changed since the build) do not count.
-    pub fn counts(
-        &self,
-        valid: &RoaringBitmap,
-        reuse: Option<&FragReuse>,
-        stale: &RowSet,
-    ) -> (u64, u64) {
+    /// Docs and tokens of the docs in fragments `valid`. Docs whose row is
+    /// in `stale` (rows an overlay changed since the build) do not count.
+    /// (A segment that predates a deferred-remap compaction is loaded
+    /// remapped, see `segment::load_fts`.)
+    pub fn counts(&self, valid: &RoaringBitmap, stale: &RowSet) -> (u64, u64) {
         let stale_frags = fragments_of(stale);
         let (mut docs, mut tokens) = (0u64, 0u64);
         for p in &self.parts {
             for (frag, r) in &p.fragments {
-                if reuse.is_some_and(|fr| fr.rewrote(*frag)) || stale_frags.contains(*frag) {
+                if stale_frags.contains(*frag) {
                     for d in r.clone() {
-                        if p.counts_doc(d, valid, reuse, stale) {
+                        if p.counts_doc(d, valid, stale) {
                             docs += 1;
                             tokens += p.lens[d as usize] as u64;
                         }
@@ -255,13 +248,12 @@ impl FtsSegment {
         Ok(out.into_iter().collect())
     }
 
-    /// Documents holding `term` in fragments `valid` (`reuse` and `stale`
-    /// as for [`Self::counts`]).
+    /// Documents holding `term` in fragments `valid` (`stale` as for
+    /// [`Self::counts`]).
     pub async fn df(
         &self,
         term: &str,
         valid: &RoaringBitmap,
-        reuse: Option<&FragReuse>,
         stale: &RowSet,
         cache: &IndexCache,
     ) -> Result<u64> {
@@ -271,11 +263,10 @@ impl FtsSegment {
             let Some(list) = p.posting(term, cache).await? else {
                 continue;
             };
-            if p.fragments.keys().all(|f| {
-                valid.contains(*f)
-                    && !reuse.is_some_and(|fr| fr.rewrote(*f))
-                    && !stale_frags.contains(*f)
-            }) {
+            if p.fragments
+                .keys()
+                .all(|f| valid.contains(*f) && !stale_frags.contains(*f))
+            {
                 n += list.df as u64;
                 continue;
             }
@@ -284,7 +275,7 @@ impl FtsSegment {
                 list.decode(b, &mut docs, &mut freqs)?;
                 n += docs
                     .iter()
-                    .filter(|d| p.counts_doc(**d, valid, reuse, stale))
+                    .filter(|d| p.counts_doc(**d, valid, stale))
                     .count() as u64;
             }
         }
@@ -368,23 +359,11 @@ impl Partition {
         })
     }
 
-    /// Whether doc `d` is a row of a fragment in `valid` (its address
-    /// remapped by `reuse` first) and not in `stale`.
-    fn counts_doc(
-        &self,
-        d: u32,
-        valid: &RoaringBitmap,
-        reuse: Option<&FragReuse>,
-        stale: &RowSet,
-    ) -> bool {
+    /// Whether doc `d` is a row of a fragment in `valid` and not in
+    /// `stale`.
+    fn counts_doc(&self, d: u32, valid: &RoaringBitmap, stale: &RowSet) -> bool {
         let a = self.rowaddrs[d as usize];
-        let a = match reuse {
-            Some(fr) => fr.remap(a),
-            None => Some(a),
-        };
-        a.is_some_and(|a| {
-            valid.contains((a >> 32) as u32) && !stale.contains(RowAddress::from_u64(a))
-        })
+        valid.contains((a >> 32) as u32) && !stale.contains(RowAddress::from_u64(a))
     }
 
     /// Every token of this partition's dictionary, in byte order.

@@ -30,6 +30,7 @@ use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::io::SegmentDir;
 use crate::kind::RemapFn;
+use crate::kind::SegmentRef;
 
 pub const INDEX_FILE: &str = "index.idx";
 pub const AUX_FILE: &str = "auxiliary.idx";
@@ -239,6 +240,29 @@ pub(crate) async fn write_vector_segment(
     codes: &[Vec<u8>],
     flat: &[Vec<f32>],
 ) -> Result<IndexMetadata> {
+    let uuid = uuid::Uuid::new_v4();
+    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
+    let files = write_vector_files(&dir, model, ids, codes, flat).await?;
+    Ok(crate::lifecycle::segment_metadata(
+        ds,
+        name,
+        field_id,
+        fragments,
+        details(model),
+        1,
+        files,
+        uuid,
+    ))
+}
+
+/// The files of a segment (see [`write_vector_segment`]) in `dir`.
+async fn write_vector_files(
+    dir: &SegmentDir,
+    model: &Model,
+    ids: &[Vec<u64>],
+    codes: &[Vec<u8>],
+    flat: &[Vec<f32>],
+) -> Result<Vec<IndexFile>> {
     let k = model.centroids.k();
     let graphs: Option<Vec<Graph>> = match (model.hnsw, &model.quantizer) {
         (Some(hp), Quantizer::Sq { .. }) => {
@@ -266,44 +290,33 @@ pub(crate) async fn write_vector_segment(
         }
         _ => None,
     };
-    let uuid = uuid::Uuid::new_v4();
-    let dir = SegmentDir::new(ds.store().clone(), ds.root(), &uuid);
-    let aux = write_aux(&dir, model, ids, codes, flat).await?;
+    let aux = write_aux(dir, model, ids, codes, flat).await?;
     let index = match &graphs {
-        Some(g) => write_graph_file(&dir, model, g, codes).await?,
-        None => write_index_file(&dir, model).await?,
+        Some(g) => write_graph_file(dir, model, g, codes).await?,
+        None => write_index_file(dir, model).await?,
     };
-    Ok(crate::lifecycle::segment_metadata(
-        ds,
-        name,
-        field_id,
-        fragments,
-        details(model),
-        1,
-        vec![aux, index],
-        uuid,
-    ))
+    Ok(vec![aux, index])
 }
 
-/// A copy of vector segment `meta` covering `fragments`, each stored row
-/// id `i` replaced by `map(i)` (rows mapping to `None` left out), without
-/// reading the table: codes are kept, not re-encoded, and an IVF_HNSW_SQ
-/// segment's graphs are rebuilt from them (as Lance remaps).
-pub async fn remap_vector_segment(
-    ds: &Dataset,
-    meta: &IndexMetadata,
-    fragments: &[u64],
+/// The files of a copy of vector segment `seg`, each stored row id `i`
+/// replaced by `map(i)` (rows mapping to `None` left out), written in
+/// `dir` without reading the table, and their `index_details`: codes are
+/// kept, not re-encoded, and an IVF_HNSW_SQ segment's graphs are rebuilt
+/// from them (as Lance remaps).
+pub(crate) async fn remap_vector_files(
+    seg: SegmentRef<'_>,
+    dir: &SegmentDir,
     map: &RemapFn<'_>,
-) -> Result<IndexMetadata> {
-    let seg = VectorSegment::load(ds.store(), ds.root(), meta, &IndexCache::new(0)).await?;
-    let model = seg.model.clone();
-    let k = seg.num_partitions();
+) -> Result<(Vec<IndexFile>, prost_types::Any)> {
+    let vs = VectorSegment::load(seg.store, seg.root, seg.meta, &IndexCache::new(0)).await?;
+    let model = vs.model.clone();
+    let k = vs.num_partitions();
     let (dim, w) = (model.dim, model.code_width());
     let mut ids: Vec<Vec<u64>> = vec![vec![]; k];
     let mut codes: Vec<Vec<u8>> = vec![vec![]; k];
     let mut flat: Vec<Vec<f32>> = vec![vec![]; k];
     for p in 0..k {
-        let (old, c, f) = seg.partition_rows(p).await?;
+        let (old, c, f) = vs.partition_rows(p).await?;
         for (i, id) in old.iter().enumerate() {
             let Some(new) = map(*id) else { continue };
             ids[p].push(new);
@@ -313,11 +326,8 @@ pub async fn remap_vector_segment(
             }
         }
     }
-    let field_id = crate::lifecycle::keyed_field(meta)?;
-    write_vector_segment(
-        ds, &meta.name, field_id, fragments, &model, &ids, &codes, &flat,
-    )
-    .await
+    let files = write_vector_files(dir, &model, &ids, &codes, &flat).await?;
+    Ok((files, details(&model)))
 }
 
 /// The manifest's `index_details` for a model.
