@@ -200,7 +200,8 @@ async fn main() {
         .await;
         record(n, t, o, 1);
         // Profiling aid: FATHOM_BENCH_LOOP="<mode>|<sql over t>" runs the
-        // query 3,000 times after that mode's update and exits.
+        // query FATHOM_BENCH_LOOP_N times (3,000) after that mode's update,
+        // prints planning and execution time, and exits.
         if let Some((m, sql)) = std::env::var("FATHOM_BENCH_LOOP").ok().and_then(|v| {
             v.split_once('|')
                 .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -213,11 +214,28 @@ async fn main() {
                 let text = datafusion::arrow::util::pretty::pretty_format_batches(&b.1).unwrap();
                 println!("{text}");
             }
-            let t = Instant::now();
-            for _ in 0..3000 {
-                common::run(&ctx, &sql).await;
+            let (mut plan_s, mut exec_s) = (0.0, 0.0);
+            let n: usize = std::env::var("FATHOM_BENCH_LOOP_N")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(3000);
+            for _ in 0..n {
+                let t = Instant::now();
+                let df = ctx.sql(&sql).await.unwrap();
+                let plan = df.create_physical_plan().await.unwrap();
+                plan_s += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                datafusion::physical_plan::collect(plan, ctx.task_ctx())
+                    .await
+                    .unwrap();
+                exec_s += t.elapsed().as_secs_f64();
             }
-            println!("{sql}: {:.3} ms per run", t.elapsed().as_secs_f64() / 3.0);
+            println!(
+                "{sql}: {:.3} ms per run ({:.3} planning, {:.3} executing)",
+                (plan_s + exec_s) * 1e3 / n as f64,
+                plan_s * 1e3 / n as f64,
+                exec_s * 1e3 / n as f64
+            );
             return;
         }
         let t0 = Instant::now();

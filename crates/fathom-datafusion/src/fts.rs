@@ -47,7 +47,6 @@ use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use datafusion::physical_plan::ExecutionPlan;
 use fathom_index::fts::search::Query;
 use fathom_index::fts::{Analyzer, FtsParams, MatchOp, is_fts};
-use fathom_table::format::IndexMetadata;
 use fathom_table::{Dataset, ROW_ADDR};
 use roaring::RoaringBitmap;
 
@@ -337,42 +336,18 @@ impl Boosted {
 /// widest-covering index if several), each with the current fragments it
 /// covers that no earlier one took. Segments of a dataset with stable row
 /// ids hold row ids, not addresses: none is used there (flat search).
-pub(crate) fn fts_segments(ds: &Dataset, column: usize) -> (Option<String>, Vec<KnnSegment>) {
+pub(crate) fn fts_segments(
+    ds: &Dataset,
+    column: usize,
+    whole_fragments: bool,
+) -> (Option<String>, Vec<KnnSegment>) {
     let field_id = ds.manifest().schema.fields[column].id;
-    let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
-    let mut by_name: std::collections::BTreeMap<String, Vec<&IndexMetadata>> = Default::default();
-    if !ds.manifest().uses_stable_row_ids() {
-        for seg in &ds.manifest().indices {
-            if is_fts(seg) && seg.fields.first() == Some(&field_id) && seg.fragment_bitmap.is_some()
-            {
-                by_name.entry(seg.name.clone()).or_default().push(seg);
-            }
-        }
-    }
-    let best = by_name.into_iter().max_by_key(|(_, segs)| {
-        let mut b = RoaringBitmap::new();
-        for s in segs {
-            b |= s.fragment_bitmap.as_ref().unwrap();
-        }
-        (b & &current).len()
-    });
-    let mut covered = RoaringBitmap::new();
-    let mut segments = vec![];
-    let index = best.as_ref().map(|(n, _)| n.clone());
-    if let Some((_, segs)) = best {
-        for s in segs {
-            let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
-            if mine.is_empty() {
-                continue;
-            }
-            covered |= &mine;
-            segments.push(KnnSegment {
-                meta: s.clone(),
-                fragments: Arc::new(mine),
-            });
-        }
-    }
-    (index, segments)
+    let stable = ds.manifest().uses_stable_row_ids();
+    crate::knn::choose_segments(
+        ds,
+        &|seg| !stable && is_fts(seg) && seg.fields.first() == Some(&field_id),
+        whole_fragments,
+    )
 }
 
 /// Plans an [`FtsExec`] over Fathom table `t` (version `ds`): the rows
@@ -416,7 +391,8 @@ pub(crate) fn plan_fts(
             .schema()
             .index_of(&c.column)
             .map_err(|_| DataFusionError::Plan(format!("no text column named '{}'", c.column)))?;
-        let (index, segments) = fts_segments(&ds, column);
+        let (index, segments) =
+            fts_segments(&ds, column, crate::knn::whole_fragment_overlays(state)?);
         let mut covered = RoaringBitmap::new();
         for s in &segments {
             covered |= s.fragments.as_ref();

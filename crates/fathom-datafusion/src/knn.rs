@@ -78,6 +78,57 @@ impl ConfigExtension for FathomOptions {
     const PREFIX: &'static str = "fathom";
 }
 
+/// The segments a search of one column uses: among the indexes whose
+/// segments `fits` (on the column, of the right kind), the one covering
+/// the most current fragments, each of its segments assigned the current
+/// fragments it covers that no earlier one took; with `whole_fragments`
+/// (`fathom.overlay_exclusion = 'fragments'`), a fragment an overlay
+/// changed since a segment's build is left to the flat path rather than
+/// re-evaluated row by row. Returns the index's name and the segments.
+pub(crate) fn choose_segments(
+    ds: &Dataset,
+    fits: &dyn Fn(&fathom_table::format::IndexMetadata) -> bool,
+    whole_fragments: bool,
+) -> (Option<String>, Vec<KnnSegment>) {
+    let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
+    let mut by_name: std::collections::BTreeMap<String, Vec<&fathom_table::format::IndexMetadata>> =
+        Default::default();
+    for seg in &ds.manifest().indices {
+        if seg.fragment_bitmap.is_some() && fits(seg) {
+            by_name.entry(seg.name.clone()).or_default().push(seg);
+        }
+    }
+    let best = by_name.into_iter().max_by_key(|(_, segs)| {
+        let mut b = RoaringBitmap::new();
+        for s in segs {
+            b |= s.fragment_bitmap.as_ref().unwrap();
+        }
+        (b & &current).len()
+    });
+    let mut covered = RoaringBitmap::new();
+    let mut segments = vec![];
+    let index = best.as_ref().map(|(n, _)| n.clone());
+    if let Some((_, segs)) = best {
+        for s in segs {
+            let mut mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
+            if whole_fragments {
+                for (f, _) in fathom_table::overlay::overlaid_rows(ds.overlaid(), s).fragments() {
+                    mine.remove(f.0);
+                }
+            }
+            if mine.is_empty() {
+                continue;
+            }
+            covered |= &mine;
+            segments.push(KnnSegment {
+                meta: s.clone(),
+                fragments: Arc::new(mine),
+            });
+        }
+    }
+    (index, segments)
+}
+
 /// A plan reading columns `output` (of `schema`) of the rows an overlay
 /// changed since the build of each of `segments`, in the fragments it
 /// answers for, `filters` applied (the re-evaluation branch, shown in
@@ -476,48 +527,22 @@ impl TableProvider for KnnTable {
         let (read, output_idx) = winner_columns(&ds, &schema, &names)?;
         let out_schema = Arc::new(table_schema.project(&out_cols)?);
 
-        // The index: the vector segments on this column with this metric
-        // (the widest-covering index if several), each assigned the
-        // current fragments it covers that no earlier one took.
+        // The index: the vector segments on this column with this metric.
         let field_id = ds.manifest().schema.fields[column].id;
-        let current: RoaringBitmap = ds.fragments().iter().map(|f| f.id as u32).collect();
-        let mut by_name: std::collections::BTreeMap<
-            String,
-            Vec<&fathom_table::format::IndexMetadata>,
-        > = Default::default();
-        if !opts.exact_search && !ds.manifest().uses_stable_row_ids() {
-            for seg in &ds.manifest().indices {
-                if is_vector(seg)
+        let searchable = !opts.exact_search && !ds.manifest().uses_stable_row_ids();
+        let (index, segments) = choose_segments(
+            &ds,
+            &|seg| {
+                searchable
+                    && is_vector(seg)
                     && seg.fields.first() == Some(&field_id)
-                    && seg.fragment_bitmap.is_some()
                     && declared(seg).is_some_and(|(_, m)| m == self.metric)
-                {
-                    by_name.entry(seg.name.clone()).or_default().push(seg);
-                }
-            }
-        }
-        let best = by_name.into_iter().max_by_key(|(_, segs)| {
-            let mut b = RoaringBitmap::new();
-            for s in segs {
-                b |= s.fragment_bitmap.as_ref().unwrap();
-            }
-            (b & &current).len()
-        });
+            },
+            whole_fragment_overlays(state)?,
+        );
         let mut covered = RoaringBitmap::new();
-        let mut segments = vec![];
-        let index = best.as_ref().map(|(n, _)| n.clone());
-        if let Some((_, segs)) = best {
-            for s in segs {
-                let mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
-                if mine.is_empty() {
-                    continue;
-                }
-                covered |= &mine;
-                segments.push(KnnSegment {
-                    meta: s.clone(),
-                    fragments: Arc::new(mine),
-                });
-            }
+        for s in &segments {
+            covered |= s.fragments.as_ref();
         }
         let addr = schema.index_of(ROW_ADDR)?;
         let prefilter = if !segments.is_empty() && !filters.is_empty() {

@@ -215,7 +215,7 @@ pub(crate) async fn bind_text_match(
             let Ok(c) = ds.schema().index_of(&column) else {
                 continue;
             };
-            let json = match fts_segments(ds, c).1.first() {
+            let json = match fts_segments(ds, c, false).1.first() {
                 Some(s) => {
                     fathom_index::fts::FtsSegment::load(ds.store(), ds.root(), &s.meta, cache)
                         .await
@@ -274,7 +274,7 @@ pub(crate) fn routed_match(ds: &Dataset, filters: &[Expr]) -> Option<(usize, Sea
             return None;
         }
         let c = ds.schema().index_of(&column).ok()?;
-        let (_, segs) = fts_segments(ds, c);
+        let (_, segs) = fts_segments(ds, c, false);
         (!segs.is_empty()).then_some((
             i,
             Search {
