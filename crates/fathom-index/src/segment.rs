@@ -192,6 +192,19 @@ async fn remapped(
     Ok(Some(out))
 }
 
+/// The in-memory copy of `meta` with current row addresses when it was
+/// built before a deferred-remap compaction (and its kind remaps).
+async fn current_copy(
+    ds: &Dataset,
+    meta: &IndexMetadata,
+    cache: &IndexCache,
+) -> Result<Option<Arc<Remapped>>> {
+    match frag_reuse(ds, meta) {
+        Some(fr) => remapped(ds, meta, cache, fr).await,
+        None => Ok(None),
+    }
+}
+
 /// Vector segment `meta` of `ds`, loaded (and cached); one built before a
 /// deferred-remap compaction is remapped first, once, so its ids are
 /// current row addresses.
@@ -200,14 +213,10 @@ pub async fn load_vector(
     meta: &IndexMetadata,
     cache: &IndexCache,
 ) -> Result<Arc<crate::vector::VectorSegment>> {
-    match frag_reuse(ds, meta) {
-        Some(fr) => {
-            let m = remapped(ds, meta, cache, fr)
-                .await?
-                .expect("vector segments remap");
-            crate::vector::VectorSegment::load(&m.store, &m.root, &m.meta, cache).await
-        }
-        None => crate::vector::VectorSegment::load(ds.store(), ds.root(), meta, cache).await,
+    use crate::vector::VectorSegment;
+    match current_copy(ds, meta, cache).await? {
+        Some(m) => VectorSegment::load(&m.store, &m.root, &m.meta, cache).await,
+        None => VectorSegment::load(ds.store(), ds.root(), meta, cache).await,
     }
 }
 
@@ -217,14 +226,10 @@ pub async fn load_fts(
     meta: &IndexMetadata,
     cache: &IndexCache,
 ) -> Result<Arc<crate::fts::FtsSegment>> {
-    match frag_reuse(ds, meta) {
-        Some(fr) => {
-            let m = remapped(ds, meta, cache, fr)
-                .await?
-                .expect("full-text segments remap");
-            crate::fts::FtsSegment::load(&m.store, &m.root, &m.meta, cache).await
-        }
-        None => crate::fts::FtsSegment::load(ds.store(), ds.root(), meta, cache).await,
+    use crate::fts::FtsSegment;
+    match current_copy(ds, meta, cache).await? {
+        Some(m) => FtsSegment::load(&m.store, &m.root, &m.meta, cache).await,
+        None => FtsSegment::load(ds.store(), ds.root(), meta, cache).await,
     }
 }
 
