@@ -16,12 +16,11 @@ use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::ExprSchemable;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
-use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
+use datafusion::logical_expr::utils::split_conjunction_owned;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
-use fathom_table::scan::Projection;
 use fathom_table::{Dataset, ROW_ADDR, ROW_ID};
 
 use crate::error::to_df;
@@ -183,12 +182,6 @@ impl FathomTable {
         Ok(())
     }
 
-    /// Maps a column of this table's schema to what the reader produces.
-    fn projection_for(&self, ds: &Dataset, columns: &BTreeSet<usize>) -> Result<Projection> {
-        self.check_schema(ds)?;
-        crate::plan::projection_of(ds, &self.schema, columns)
-    }
-
     fn virtual_names(&self) -> Vec<&'static str> {
         let mut v = vec![];
         if self.options.with_row_id {
@@ -210,6 +203,20 @@ impl FathomTable {
         filters: Vec<Expr>,
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.plan_on(state, ds, &self.schema, output, filters, limit)
+    }
+
+    /// `plan_exec` over `table_schema`: the table's schema, or it with
+    /// `_rowaddr` added.
+    fn plan_on(
+        &self,
+        state: &dyn Session,
+        ds: &Dataset,
+        table_schema: &SchemaRef,
+        output: Vec<usize>,
+        filters: Vec<Expr>,
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         let request = ScanRequest {
             output,
             filters: filters
@@ -226,7 +233,7 @@ impl FathomTable {
             manifest: ds.manifest(),
             facts: ds.facts(),
             schema: ds.schema(),
-            table_schema: &self.schema,
+            table_schema,
         };
         let plan = plan_scan(snapshot, &request)?;
         lower(
@@ -234,7 +241,7 @@ impl FathomTable {
             &LowerContext {
                 session: state,
                 dataset: ds,
-                table_schema: &self.schema,
+                table_schema,
                 cache: &self.index_cache,
             },
         )
@@ -283,19 +290,39 @@ impl FathomTable {
         crate::plan::columns_of(&self.schema, e)
     }
 
-    /// Builds the physical filter for `filters` against the read schema.
-    fn physical_filter(
+    /// The rows a DELETE or UPDATE changes: a scan of `ds` planned like a
+    /// query's (indexes, zone pruning, partitions over the cores) with
+    /// `filters` pushed in, outputting `columns` (into this table's
+    /// schema) and then `_rowaddr`, the address the commit names.
+    async fn dml_input(
         &self,
         state: &dyn Session,
-        filters: &[Expr],
-        read_schema: &SchemaRef,
-    ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-        let Some(expr) = conjunction(filters.iter().cloned()) else {
-            return Ok(None);
-        };
-        let expr = strip_qualifiers(expr)?;
-        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
-        Ok(Some(state.create_physical_expr(expr, &df_schema)?))
+        ds: &Dataset,
+        columns: BTreeSet<usize>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.check_schema(ds)?;
+        for f in &filters {
+            self.columns_of(f)?;
+        }
+        // The table's schema with `_rowaddr` (never null when read: the
+        // index and flat branches then agree, and no cast joins them).
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != ROW_ADDR)
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(ROW_ADDR, DataType::UInt64, false));
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ));
+        let mut output: Vec<usize> = columns.into_iter().collect();
+        output.push(schema.index_of(ROW_ADDR)?);
+        let filters = crate::fts::bind_text_match(ds, &self.index_cache, &filters).await?;
+        self.plan_on(state, ds, &schema, output, filters, None)
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {
@@ -397,6 +424,7 @@ impl TableProvider for FathomTable {
         };
         Ok(Arc::new(DmlExec::new(
             self.state.clone(),
+            self.state.current(),
             DmlKind::Insert { input, overwrite },
         )))
     }
@@ -408,16 +436,11 @@ impl TableProvider for FathomTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.check_writable("DELETE")?;
         let ds = self.state.latest().await?;
-        let mut needed = BTreeSet::new();
-        for f in &filters {
-            needed.extend(self.columns_of(f)?);
-        }
-        let mut read = self.projection_for(&ds, &needed)?;
-        read.with_row_addr = true;
-        let filter = self.physical_filter(state, &filters, &read.schema(ds.schema()))?;
+        let input = self.dml_input(state, &ds, BTreeSet::new(), filters).await?;
         Ok(Arc::new(DmlExec::new(
             self.state.clone(),
-            DmlKind::Delete { read, filter },
+            ds,
+            DmlKind::Delete { input },
         )))
     }
 
@@ -438,17 +461,11 @@ impl TableProvider for FathomTable {
                 crate::exec::dml::parse_update_mode(&o.update_mode)
             })?;
         let mut needed: BTreeSet<usize> = BTreeSet::new();
-        for f in &filters {
-            needed.extend(self.columns_of(f)?);
-        }
         for (_, e) in &assignments {
             needed.extend(self.columns_of(e)?);
         }
-        let mut read = self.projection_for(&ds, &needed)?;
-        read.with_row_addr = true;
-        let read_schema = read.schema(ds.schema());
-        let filter = self.physical_filter(state, &filters, &read_schema)?;
-        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
+        let input = self.dml_input(state, &ds, needed, filters).await?;
+        let df_schema = DFSchema::try_from(input.schema().as_ref().clone())?;
         let mut per_column: Vec<Option<Arc<dyn PhysicalExpr>>> = vec![None; n];
         for (name, e) in assignments {
             let i = ds.schema().index_of(&name).map_err(|_| {
@@ -460,9 +477,9 @@ impl TableProvider for FathomTable {
         }
         Ok(Arc::new(DmlExec::new(
             self.state.clone(),
+            ds,
             DmlKind::Update {
-                read,
-                filter,
+                input,
                 assignments: per_column,
                 mode,
             },

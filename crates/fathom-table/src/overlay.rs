@@ -34,6 +34,7 @@
 
 use arrow_array::{Array, RecordBatch, UInt32Array};
 use fathom_file::LanceSchema;
+use futures::{FutureExt, StreamExt};
 use roaring::RoaringBitmap;
 
 use crate::address::RowSet;
@@ -44,6 +45,9 @@ use crate::format::{DataFile, Fragment, IndexMetadata, Manifest};
 use crate::pb;
 use crate::transaction::Operation;
 use crate::write::{FragmentWriter, WriteParams, conform_batch};
+
+/// Overlay files an update writes concurrently.
+const OVERLAY_WRITES_AT_ONCE: usize = 8;
 
 /// One overlay of a fragment, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -292,59 +296,76 @@ impl Dataset {
         let values = conform_batch(&std::sync::Arc::new(part.to_arrow()?), values)?;
         let cells_by_fragment = self.cells_by_fragment(addresses)?;
         let total = cells_by_fragment.len() as u64;
-        let mut groups = Vec::with_capacity(cells_by_fragment.len());
-        for (done, (frag, cells)) in cells_by_fragment.into_iter().enumerate() {
-            let frag_id = frag.id;
-            let coverage: RoaringBitmap = cells.iter().map(|(o, _)| *o).collect();
-            let order = UInt32Array::from_iter_values(cells.iter().map(|(_, r)| *r as u32));
-            let cols = values
-                .columns()
-                .iter()
-                .map(|c| arrow_select::take::take(c.as_ref(), &order, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            let batch = RecordBatch::try_new(values.schema(), cols)?;
-            let params = WriteParams {
-                max_rows_per_file: cells.len().max(1),
-                ..Default::default()
-            };
-            let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
-            let mut w = FragmentWriter::new(
-                self.store().clone(),
-                self.root().clone(),
-                part.clone(),
-                params,
-            )?;
-            w.write(&batch).await?;
-            let written = w.finish().await?;
-            let [one] = written.as_slice() else {
-                return Err(Error::invalid(format!(
-                    "an overlay of fragment {frag_id} produced {} files",
-                    written.len()
-                )));
-            };
-            let d = &one.files[0];
-            let mut bytes = Vec::with_capacity(coverage.serialized_size());
-            coverage
-                .serialize_into(&mut bytes)
-                .map_err(|e| Error::invalid(format!("overlay coverage: {e}")))?;
-            groups.push((
-                frag_id,
-                vec![pb::DataOverlayFile {
-                    data_file: Some(pb::DataFile {
-                        path: d.path.clone(),
-                        fields: d.fields.clone(),
-                        column_indices: d.column_indices.clone(),
-                        file_major_version: d.file_major_version,
-                        file_minor_version: d.file_minor_version,
-                        file_size_bytes: d.file_size_bytes,
-                        base_id: None,
-                    }),
-                    coverage: Some(pb::data_overlay_file::Coverage::SharedOffsetBitmap(bytes)),
-                    committed_version: 0,
-                }],
-            ));
+        // One small file per fragment: written a few at a time (each is
+        // mostly waiting on the store), committed together in order.
+        let part = &part;
+        let values = &values;
+        // Boxed, so the futures are Send for the caller's sake.
+        let writes: Vec<futures::future::BoxFuture<'_, Result<_>>> = cells_by_fragment
+            .into_iter()
+            .map(|(frag, cells)| {
+                async move {
+                    let frag_id = frag.id;
+                    let coverage: RoaringBitmap = cells.iter().map(|(o, _)| *o).collect();
+                    let order = UInt32Array::from_iter_values(cells.iter().map(|(_, r)| *r as u32));
+                    let cols = values
+                        .columns()
+                        .iter()
+                        .map(|c| arrow_select::take::take(c.as_ref(), &order, None))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    let batch = RecordBatch::try_new(values.schema(), cols)?;
+                    let params = WriteParams {
+                        max_rows_per_file: cells.len().max(1),
+                        ..Default::default()
+                    };
+                    let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
+                    let mut w = FragmentWriter::new(
+                        self.store().clone(),
+                        self.root().clone(),
+                        part.clone(),
+                        params,
+                    )?;
+                    w.write(&batch).await?;
+                    let written = w.finish().await?;
+                    let [one] = written.as_slice() else {
+                        return Err(Error::invalid(format!(
+                            "an overlay of fragment {frag_id} produced {} files",
+                            written.len()
+                        )));
+                    };
+                    let d = &one.files[0];
+                    let mut bytes = Vec::with_capacity(coverage.serialized_size());
+                    coverage
+                        .serialize_into(&mut bytes)
+                        .map_err(|e| Error::invalid(format!("overlay coverage: {e}")))?;
+                    Ok::<_, Error>((
+                        frag_id,
+                        vec![pb::DataOverlayFile {
+                            data_file: Some(pb::DataFile {
+                                path: d.path.clone(),
+                                fields: d.fields.clone(),
+                                column_indices: d.column_indices.clone(),
+                                file_major_version: d.file_major_version,
+                                file_minor_version: d.file_minor_version,
+                                file_size_bytes: d.file_size_bytes,
+                                base_id: None,
+                            }),
+                            coverage: Some(pb::data_overlay_file::Coverage::SharedOffsetBitmap(
+                                bytes,
+                            )),
+                            committed_version: 0,
+                        }],
+                    ))
+                }
+                .boxed()
+            })
+            .collect();
+        let mut stream = futures::stream::iter(writes).buffered(OVERLAY_WRITES_AT_ONCE);
+        let mut groups = Vec::with_capacity(total as usize);
+        while let Some(g) = stream.next().await {
+            groups.push(g?);
             if let Some(p) = progress {
-                p("writing overlays", done as u64 + 1, total);
+                p("writing overlays", groups.len() as u64, total);
             }
         }
         if groups.is_empty() {

@@ -254,6 +254,8 @@ pub struct FragmentReader {
     /// Overlays, newest first, each with its reader and, per dataset
     /// field id, its column in the file.
     overlays: Vec<OpenOverlay>,
+    /// Per dataset field id, the offsets any overlay holds a value of.
+    overlay_cover: HashMap<i32, RoaringBitmap>,
 }
 
 impl FragmentReader {
@@ -357,6 +359,14 @@ impl FragmentReader {
             found.sort_by_key(|b| std::cmp::Reverse((b.0, b.1)));
             overlays = found.into_iter().map(|(_, _, o, r, b)| (o, r, b)).collect();
         }
+        let mut overlay_cover: HashMap<i32, RoaringBitmap> = HashMap::new();
+        for (o, _, _) in &overlays {
+            for (id, c) in o.file.fields.iter().zip(&o.coverage) {
+                if *id >= 0 && !c.is_empty() {
+                    *overlay_cover.entry(*id).or_default() |= c;
+                }
+            }
+        }
         let row_ids = match (&fragment.row_id_meta, need_row_ids) {
             (Some(RowIdMeta::Inline(b)), true) => {
                 let ids = RowIdSequence::decode(b)?.to_vec();
@@ -389,6 +399,7 @@ impl FragmentReader {
             schema,
             field_ids,
             overlays,
+            overlay_cover,
         })
     }
 
@@ -443,32 +454,30 @@ impl FragmentReader {
         };
         // A field whose every selected cell an overlay holds (re-evaluating
         // overlaid rows reads just those) is not read from the base files.
+        // The selected offsets as a bitmap, built at most once.
+        let selected: std::sync::OnceLock<Option<RoaringBitmap>> = std::sync::OnceLock::new();
         let overlaid_whole = |id: i32| {
-            if self.overlays.is_empty() {
+            let Some(covered) = self.overlay_cover.get(&id) else {
                 return false;
-            }
-            let mut covered = RoaringBitmap::new();
-            for (o, _, _) in &self.overlays {
-                if let Some(c) = o.covers(id) {
-                    covered |= c;
-                }
-            }
-            if covered.is_empty() || offsets().any(|o| o > u64::from(u32::MAX)) {
-                return false;
-            }
-            // Container by container, not a lookup per offset.
-            let selected: RoaringBitmap = match &sel {
-                Rows::Runs(r) => {
-                    let mut b = RoaringBitmap::new();
-                    for r in r.iter() {
-                        b.insert_range(r.start as u32..r.end as u32);
-                    }
-                    b
-                }
-                Rows::Take(t) => RoaringBitmap::from_sorted_iter(t.iter().map(|&o| o as u32))
-                    .unwrap_or_else(|_| t.iter().map(|&o| o as u32).collect()),
             };
-            selected.is_subset(&covered)
+            let sel = selected.get_or_init(|| {
+                if offsets().any(|o| o > u64::from(u32::MAX)) {
+                    return None;
+                }
+                // Container by container, not a lookup per offset.
+                Some(match &sel {
+                    Rows::Runs(r) => {
+                        let mut b = RoaringBitmap::new();
+                        for r in r.iter() {
+                            b.insert_range(r.start as u32..r.end as u32);
+                        }
+                        b
+                    }
+                    Rows::Take(t) => RoaringBitmap::from_sorted_iter(t.iter().map(|&o| o as u32))
+                        .unwrap_or_else(|_| t.iter().map(|&o| o as u32).collect()),
+                })
+            });
+            sel.as_ref().is_some_and(|s| s.is_subset(covered))
         };
         // Which file provides each projected field.
         let mut per_file: Vec<Vec<(usize, usize)>> = vec![vec![]; self.files.len()];

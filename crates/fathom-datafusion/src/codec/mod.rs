@@ -478,22 +478,15 @@ impl FathomPhysicalCodec {
         if let Some(n) = node.downcast_ref::<DmlExec>() {
             let state = n.state();
             let mut m = wire::Dml {
-                dataset: Some(enc_dataset(&state.current())),
+                dataset: Some(enc_dataset(n.dataset())),
                 pinned: state.pinned(),
                 ..Default::default()
             };
             match n.kind() {
                 DmlKind::Insert { overwrite, .. } => m.op = u32::from(*overwrite),
-                DmlKind::Delete { read, filter } => {
-                    m.op = 2;
-                    m.read = Some(enc_projection(read));
-                    m.filter = x.enc_opt(filter.as_ref())?;
-                }
+                DmlKind::Delete { .. } => m.op = 2,
                 DmlKind::Update {
-                    read,
-                    filter,
-                    assignments,
-                    mode,
+                    assignments, mode, ..
                 } => {
                     m.op = 3;
                     m.update_mode = match mode {
@@ -502,8 +495,6 @@ impl FathomPhysicalCodec {
                         Some(UpdateStrategy::Columns) => 2,
                         Some(UpdateStrategy::Overlay) => 3,
                     };
-                    m.read = Some(enc_projection(read));
-                    m.filter = x.enc_opt(filter.as_ref())?;
                     m.assignments = assignments
                         .iter()
                         .map(|a| {
@@ -654,11 +645,10 @@ impl FathomPhysicalCodec {
                         overwrite: m.op == 1,
                     },
                     2 | 3 => {
-                        let read = dec_projection(m.read, &ds)?;
-                        let schema = read.schema(ds.schema());
-                        let filter = x.dec_opt(m.filter.as_ref(), &schema)?;
+                        let input = one_input("a DELETE or UPDATE")?;
+                        let schema = input.schema();
                         if m.op == 2 {
-                            DmlKind::Delete { read, filter }
+                            DmlKind::Delete { input }
                         } else {
                             let assignments = m
                                 .assignments
@@ -673,8 +663,7 @@ impl FathomPhysicalCodec {
                                 v => return Err(bad(format!("unknown update mode {v}"))),
                             };
                             DmlKind::Update {
-                                read,
-                                filter,
+                                input,
                                 assignments,
                                 mode,
                             }
@@ -682,7 +671,11 @@ impl FathomPhysicalCodec {
                     }
                     op => return Err(bad(format!("unknown DML operation {op}"))),
                 };
-                Arc::new(DmlExec::new(Arc::new(TableState::new(ds, m.pinned)), kind))
+                Arc::new(DmlExec::new(
+                    Arc::new(TableState::new(ds.clone(), m.pinned)),
+                    ds,
+                    kind,
+                ))
             }
         })
     }

@@ -248,14 +248,14 @@ pub struct Dml {
     pub dataset: Option<Dataset>,
     #[prost(bool, tag = "2")]
     pub pinned: bool,
-    /// 0 append, 1 overwrite, 2 delete, 3 update.
+    /// 0 append, 1 overwrite, 2 delete, 3 update. The version is the one
+    /// a delete or update was planned on.
     #[prost(uint32, tag = "3")]
     pub op: u32,
-    #[prost(message, optional, tag = "4")]
-    pub read: Option<Projection>,
-    #[prost(message, optional, tag = "5")]
-    pub filter: Option<PhysicalExprNode>,
-    /// Per table column (update): its new value, if assigned.
+    // Tags 4 and 5 (the columns read and the filter) are retired: a
+    // DELETE or UPDATE has its planned scan as input.
+    /// Per table column (update): its new value (over the input's
+    /// columns), if assigned.
     #[prost(message, repeated, tag = "6")]
     pub assignments: Vec<Assignment>,
     /// Update strategy: 0 auto, 1 rows, 2 columns, 3 overlay.

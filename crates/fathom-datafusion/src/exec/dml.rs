@@ -16,8 +16,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, execute_stream,
 };
-use fathom_table::scan::Projection;
-use fathom_table::{Operation, UpdateMode, WriteParams};
+use fathom_table::{Dataset, Operation, UpdateMode, WriteParams};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::error::to_df;
@@ -30,15 +29,15 @@ pub enum DmlKind {
         input: Arc<dyn ExecutionPlan>,
         overwrite: bool,
     },
-    Delete {
-        /// Columns read to evaluate the filter (plus `_rowaddr`).
-        read: Projection,
-        filter: Option<Arc<dyn PhysicalExpr>>,
-    },
+    /// `input`: the rows the WHERE matches (the table's own planned scan,
+    /// so indexes find them), `_rowaddr` as the last column.
+    Delete { input: Arc<dyn ExecutionPlan> },
     Update {
-        read: Projection,
-        filter: Option<Arc<dyn PhysicalExpr>>,
-        /// Per table column: its new value, or `None` to keep it.
+        /// The rows the WHERE matches: the columns the new values are
+        /// computed from, then `_rowaddr`.
+        input: Arc<dyn ExecutionPlan>,
+        /// Per table column: its new value (over `input`'s columns), or
+        /// `None` to keep it.
         assignments: Vec<Option<Arc<dyn PhysicalExpr>>>,
         /// How the rows are rewritten (`None`: the cheaper of rows and
         /// columns, see `Dataset::cheaper_update`).
@@ -84,6 +83,10 @@ pub fn parse_update_mode(s: &str) -> Result<Option<UpdateStrategy>> {
 #[derive(Debug)]
 pub struct DmlExec {
     state: Arc<TableState>,
+    /// The version a DELETE or UPDATE was planned on: its input reads it
+    /// and its commit names it as the read version (so a concurrent
+    /// writer is rebased over or conflicts, as Lance's rules say).
+    dataset: Dataset,
     kind: DmlKind,
     props: Arc<PlanProperties>,
 }
@@ -97,14 +100,19 @@ pub fn count_schema() -> SchemaRef {
 }
 
 impl DmlExec {
-    pub fn new(state: Arc<TableState>, kind: DmlKind) -> Self {
+    pub fn new(state: Arc<TableState>, dataset: Dataset, kind: DmlKind) -> Self {
         let props = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(count_schema()),
             Partitioning::UnknownPartitioning(1),
             EmissionType::Final,
             Boundedness::Bounded,
         ));
-        DmlExec { state, kind, props }
+        DmlExec {
+            state,
+            dataset,
+            kind,
+            props,
+        }
     }
 
     pub fn state(&self) -> &Arc<TableState> {
@@ -112,6 +120,10 @@ impl DmlExec {
     }
     pub fn kind(&self) -> &DmlKind {
         &self.kind
+    }
+    /// The version the statement was planned on.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
     }
 }
 
@@ -125,44 +137,48 @@ impl DisplayAs for DmlExec {
                     if *overwrite { "overwrite" } else { "append" }
                 )
             }
-            DmlKind::Delete { filter, .. } => {
-                write!(f, "FathomDeleteExec")?;
-                if let Some(p) = filter {
-                    write!(f, ": filter={p}")?;
-                }
-                Ok(())
-            }
-            DmlKind::Update { filter, mode, .. } => {
+            DmlKind::Delete { .. } => write!(f, "FathomDeleteExec"),
+            DmlKind::Update {
+                assignments, mode, ..
+            } => {
                 let mode = mode.map_or("auto", |m| m.name());
-                write!(f, "FathomUpdateExec: mode={mode}")?;
-                if let Some(p) = filter {
-                    write!(f, ", filter={p}")?;
+                write!(f, "FathomUpdateExec: mode={mode}, set=[")?;
+                let names = self.dataset.schema();
+                for (n, (i, e)) in assignments
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, e)| Some((i, e.as_ref()?)))
+                    .enumerate()
+                {
+                    let sep = if n == 0 { "" } else { ", " };
+                    write!(f, "{sep}{} = {e}", names.field(i).name())?;
                 }
-                Ok(())
+                write!(f, "]")
             }
         }
     }
 }
 
-fn mask(
-    filter: &Option<Arc<dyn PhysicalExpr>>,
-    batch: &RecordBatch,
-) -> Result<Option<arrow_array::BooleanArray>> {
-    let Some(f) = filter else { return Ok(None) };
-    let m = f.evaluate(batch)?.into_array(batch.num_rows())?;
-    let m = arrow_array::cast::AsArray::as_boolean_opt(&m)
-        .ok_or_else(|| DataFusionError::Plan("filter is not boolean".into()))?
-        .clone();
-    // NULL counts as false.
-    Ok(Some(if arrow_array::Array::null_count(&m) > 0 {
-        arrow_select::filter::prep_null_mask_filter(&m)
-    } else {
-        m
-    }))
+/// The addresses in the last column of `batch`.
+fn addresses(batch: &RecordBatch) -> Result<&UInt64Array> {
+    batch
+        .column(batch.num_columns() - 1)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .ok_or_else(|| DataFusionError::Internal("DML input without _rowaddr last".into()))
 }
 
-async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Result<u64> {
-    let ds = state.latest().await?;
+async fn run(
+    state: Arc<TableState>,
+    planned: Dataset,
+    kind: DmlKind,
+    ctx: Arc<TaskContext>,
+) -> Result<u64> {
+    let ds = match &kind {
+        // An append composes with whatever committed since planning.
+        DmlKind::Insert { .. } => state.latest().await?,
+        _ => planned,
+    };
     let n_fields = ds.schema().fields().len();
     match kind {
         DmlKind::Insert { input, overwrite } => {
@@ -222,50 +238,22 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
             state.set(new);
             Ok(rows)
         }
-        DmlKind::Delete { read, filter } => {
-            let mut stream = ds
-                .scan()
-                .with_projection(read)
-                .try_into_stream()
-                .await
-                .map_err(to_df)?;
+        DmlKind::Delete { input } => {
+            let mut stream = execute_stream(input, ctx)?;
             let mut addrs = Vec::new();
-            while let Some(batch) = stream.try_next().await.map_err(to_df)? {
-                let a = batch
-                    .column(batch.num_columns() - 1)
-                    .as_any()
-                    .downcast_ref::<UInt64Array>()
-                    .unwrap()
-                    .clone();
-                match mask(&filter, &batch)? {
-                    Some(m) => addrs.extend(
-                        arrow_select::filter::filter(&a, &m)?
-                            .as_any()
-                            .downcast_ref::<UInt64Array>()
-                            .unwrap()
-                            .values()
-                            .iter()
-                            .copied(),
-                    ),
-                    None => addrs.extend(a.values().iter().copied()),
-                }
+            while let Some(batch) = stream.try_next().await? {
+                addrs.extend(addresses(&batch)?.values().iter().copied());
             }
             let (new, n) = ds.delete_rows_counted(&addrs).await.map_err(to_df)?;
             state.set(new);
             Ok(n)
         }
         DmlKind::Update {
-            read,
-            filter,
+            input,
             assignments,
             mode,
         } => {
-            let mut stream = ds
-                .scan()
-                .with_projection(read)
-                .try_into_stream()
-                .await
-                .map_err(to_df)?;
+            let mut stream = execute_stream(input, ctx)?;
             // The matched rows' addresses and the new values of the set
             // columns; the rest of each row is read only if rows move.
             let set: Vec<usize> = (0..n_fields)
@@ -275,20 +263,11 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
             let set_schema = Arc::new(table_schema.project(&set)?);
             let mut addrs = Vec::new();
             let mut values = Vec::new();
-            while let Some(batch) = stream.try_next().await.map_err(to_df)? {
-                let batch = match mask(&filter, &batch)? {
-                    Some(m) => arrow_select::filter::filter_record_batch(&batch, &m)?,
-                    None => batch,
-                };
+            while let Some(batch) = stream.try_next().await? {
                 if batch.num_rows() == 0 {
                     continue;
                 }
-                let a = batch
-                    .column(batch.num_columns() - 1)
-                    .as_any()
-                    .downcast_ref::<UInt64Array>()
-                    .unwrap();
-                addrs.extend(a.values().iter().copied());
+                addrs.extend(addresses(&batch)?.values().iter().copied());
                 let mut cols = Vec::with_capacity(set.len());
                 for &i in &set {
                     let want = table_schema.field(i).data_type();
@@ -310,7 +289,16 @@ async fn run(state: Arc<TableState>, kind: DmlKind, ctx: Arc<TaskContext>) -> Re
             if addrs.is_empty() {
                 return Ok(0);
             }
-            let values = arrow_select::concat::concat_batches(&set_schema, &values)?;
+            let mut values = arrow_select::concat::concat_batches(&set_schema, &values)?;
+            // The input's partitions interleave: in address order, as one
+            // sequential scan would have found them.
+            if addrs.windows(2).any(|w| w[0] > w[1]) {
+                let mut order: Vec<u32> = (0..addrs.len() as u32).collect();
+                order.sort_unstable_by_key(|&i| addrs[i as usize]);
+                let order = arrow_array::UInt32Array::from(order);
+                addrs = order.values().iter().map(|&i| addrs[i as usize]).collect();
+                values = arrow_select::take::take_record_batch(&values, &order)?;
+            }
             let names: Vec<&str> = set
                 .iter()
                 .map(|&i| table_schema.field(i).name().as_str())
@@ -345,9 +333,14 @@ impl ExecutionPlan for DmlExec {
     }
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         match &self.kind {
-            DmlKind::Insert { input, .. } => vec![input],
-            _ => vec![],
+            DmlKind::Insert { input, .. }
+            | DmlKind::Delete { input }
+            | DmlKind::Update { input, .. } => vec![input],
         }
+    }
+    /// It gathers addresses: splitting its input for it buys nothing.
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
     }
     fn apply_expressions(
         &self,
@@ -359,16 +352,32 @@ impl ExecutionPlan for DmlExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        match (&self.kind, children.as_slice()) {
-            (DmlKind::Insert { overwrite, .. }, [child]) => Ok(Arc::new(DmlExec::new(
-                self.state.clone(),
-                DmlKind::Insert {
-                    input: child.clone(),
-                    overwrite: *overwrite,
-                },
-            ))),
-            _ => Ok(self),
-        }
+        let [child] = children.as_slice() else {
+            return Err(DataFusionError::Internal(format!(
+                "DmlExec has one input, given {}",
+                children.len()
+            )));
+        };
+        let input = child.clone();
+        let kind = match &self.kind {
+            DmlKind::Insert { overwrite, .. } => DmlKind::Insert {
+                input,
+                overwrite: *overwrite,
+            },
+            DmlKind::Delete { .. } => DmlKind::Delete { input },
+            DmlKind::Update {
+                assignments, mode, ..
+            } => DmlKind::Update {
+                input,
+                assignments: assignments.clone(),
+                mode: *mode,
+            },
+        };
+        Ok(Arc::new(DmlExec::new(
+            self.state.clone(),
+            self.dataset.clone(),
+            kind,
+        )))
     }
     fn execute(
         &self,
@@ -381,9 +390,10 @@ impl ExecutionPlan for DmlExec {
             )));
         }
         let state = self.state.clone();
+        let planned = self.dataset.clone();
         let kind = self.kind.clone();
         let fut = async move {
-            let n = run(state, kind, ctx).await?;
+            let n = run(state, planned, kind, ctx).await?;
             Ok(RecordBatch::try_new(
                 count_schema(),
                 vec![Arc::new(UInt64Array::from(vec![n]))],

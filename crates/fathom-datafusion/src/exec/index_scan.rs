@@ -30,7 +30,7 @@ use fathom_table::RowSet;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::common::{addr_batches, addr_schema, single_partition};
+use super::common::{addr_schema, rowset_batches, single_partition};
 use crate::index_expr::IndexExpr;
 
 #[derive(Debug)]
@@ -286,7 +286,7 @@ impl ExecutionPlan for ScalarIndexExec {
             let timer = elapsed.timer();
             let rows = evaluate_planned(&ds, &cache, &expr, planned).await?.rows;
             matched.add(rows.len() as usize);
-            let batches = addr_batches(rows.iter().map(|a| a.as_u64()), bs);
+            let batches = rowset_batches(&rows, bs);
             timer.done();
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         };

@@ -16,7 +16,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use fathom_table::RowSet;
 
-use super::common::{addr_batches, addr_schema, single_partition};
+use super::common::{addr_schema, rowset_batches, single_partition};
 
 #[derive(Debug)]
 pub struct OverlaidRowsExec {
@@ -85,7 +85,7 @@ impl ExecutionPlan for OverlaidRowsExec {
         _ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let batches = addr_batches(self.rows.iter().map(|a| a.as_u64()), self.batch_size);
+        let batches = rowset_batches(&self.rows, self.batch_size);
         baseline.record_output(self.rows.len() as usize);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             addr_schema(),
