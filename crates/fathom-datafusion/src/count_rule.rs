@@ -53,6 +53,7 @@ use fathom_table::Dataset;
 use crate::exec::count::{CountRecheck, IndexCountExec};
 use crate::exec::exclusion::{Exclusion, ExclusionExec};
 use crate::exec::index_scan::ScalarIndexExec;
+use crate::exec::overlaid::OverlaidRowsExec;
 use crate::exec::scan::FragmentScanExec;
 use crate::exec::take::TakeExec;
 use crate::plan::ExclusionSource;
@@ -296,6 +297,34 @@ fn counter(
         });
         let next = skip_coop(narrow.children()[0]).clone();
         input = next;
+    }
+    // A re-evaluation branch: the overlaid rows (minus exclusions), each
+    // rechecked, counted without a take node and an aggregate over it.
+    let (sources, below) = match input.downcast_ref::<ExclusionExec>() {
+        Some(e) => (e.sources().to_vec(), skip_coop(e.children()[0]).clone()),
+        None => (vec![], input.clone()),
+    };
+    if let Some(o) = below.downcast_ref::<OverlaidRowsExec>() {
+        let Some(recheck) = recheck else {
+            return Ok(None);
+        };
+        if column.is_some() {
+            return Ok(None);
+        }
+        return Ok(Some(
+            IndexCountExec::new(
+                take.dataset().clone(),
+                None,
+                Exactness::AtMost,
+                Default::default(),
+                sources,
+                Some(recheck),
+                None,
+                o.batch_size(),
+                schema.clone(),
+            )?
+            .with_rows(o.rows().clone()),
+        ));
     }
     let Some(exclusion) = input.downcast_ref::<ExclusionExec>() else {
         return Ok(None);

@@ -454,6 +454,7 @@ impl FathomPhysicalCodec {
                 batch_size: n.batch_size() as u64,
                 schema: Some(schema.as_ref().try_into()?),
                 residual: n.recheck().is_some_and(|r| r.residual),
+                rows: n.rows().map(|r| enc_rows(r)).transpose()?,
             })));
         }
         if let Some(k) = search::encode(node)? {
@@ -601,7 +602,7 @@ impl FathomPhysicalCodec {
                     _ => None,
                 };
                 let schema: Schema = required(m.schema.as_ref(), "count schema")?.try_into()?;
-                Arc::new(IndexCountExec::new(
+                let count = IndexCountExec::new(
                     ds,
                     m.expr.map(dec_index_expr).transpose()?,
                     dec_exactness(m.planned)?,
@@ -611,7 +612,11 @@ impl FathomPhysicalCodec {
                     m.group_index,
                     m.batch_size as usize,
                     Arc::new(schema),
-                )?)
+                )?;
+                Arc::new(match m.rows {
+                    Some(r) => count.with_rows(Arc::new(dec_rows(&r)?)),
+                    None => count,
+                })
             }
             Kind::Knn(m) => search::dec_knn(m, inputs, &self.cache)?,
             Kind::Fts(m) => search::dec_fts(m, inputs, &self.cache)?,

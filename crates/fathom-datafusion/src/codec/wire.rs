@@ -199,6 +199,10 @@ pub struct IndexCount {
     pub schema: Option<Schema>,
     #[prost(bool, tag = "10")]
     pub residual: bool,
+    /// Instead of `expr`: these rows (a serialized `RoaringTreemap` of
+    /// addresses), each rechecked.
+    #[prost(bytes = "vec", optional, tag = "11")]
+    pub rows: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

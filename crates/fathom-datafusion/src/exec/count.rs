@@ -58,6 +58,9 @@ pub struct IndexCountExec {
     dataset: Dataset,
     /// The filter's index expression; `None`: every row.
     expr: Option<IndexExpr>,
+    /// Instead of `expr`: these rows (the rows overlays changed since an
+    /// index's build, re-evaluated), every one rechecked.
+    rows: Option<Arc<RowSet>>,
     planned: Exactness,
     cache: Arc<IndexCache>,
     exclusions: Vec<ExclusionSource>,
@@ -101,6 +104,7 @@ impl IndexCountExec {
             props: single_partition(schema.clone()),
             dataset,
             expr,
+            rows: None,
             planned,
             cache,
             exclusions,
@@ -112,8 +116,19 @@ impl IndexCountExec {
         })
     }
 
+    /// Counts `rows` (after the exclusions), each rechecked, instead of
+    /// an index expression's rows: a re-evaluation branch counted.
+    pub fn with_rows(mut self, rows: Arc<RowSet>) -> Self {
+        self.expr = None;
+        self.rows = Some(rows);
+        self
+    }
+
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
+    }
+    pub fn rows(&self) -> Option<&Arc<RowSet>> {
+        self.rows.as_ref()
     }
     pub fn expr(&self) -> Option<&IndexExpr> {
         self.expr.as_ref()
@@ -141,24 +156,30 @@ impl IndexCountExec {
 /// The live rows matching the branch: exclusion applied as set
 /// operations, uncertain rows rechecked. Returns them and how many were
 /// rechecked.
+#[allow(clippy::too_many_arguments)]
 async fn matching(
     ds: &Dataset,
     cache: &IndexCache,
     expr: Option<&IndexExpr>,
+    given: Option<&RowSet>,
     planned: Exactness,
     ex: &Exclusion,
     recheck: Option<&CountRecheck>,
     batch_size: usize,
 ) -> Result<(RowSet, usize)> {
-    let Some(expr) = expr else {
-        return Ok((ex.all_rows().await?, 0));
+    let (rows, exactness, certain) = match (given, expr) {
+        // Re-evaluated rows: none is known to match.
+        (Some(g), _) => (ex.apply(g).await?, Exactness::AtMost, None),
+        (None, None) => return Ok((ex.all_rows().await?, 0)),
+        (None, Some(expr)) => {
+            let Evaluated {
+                rows,
+                exactness,
+                certain,
+            } = evaluate_planned(ds, cache, expr, planned).await?;
+            (ex.apply(&rows).await?, exactness, certain)
+        }
     };
-    let Evaluated {
-        rows,
-        exactness,
-        certain,
-    } = evaluate_planned(ds, cache, expr, planned).await?;
-    let rows = ex.apply(&rows).await?;
     let Some(recheck) = recheck else {
         return Ok((rows, 0));
     };
@@ -172,7 +193,9 @@ async fn matching(
     };
     let uncertain: Vec<RowAddress> = (rows - certain.clone()).iter().collect();
     let taker = Taker::new(ds, recheck.read.clone());
-    let mut passed = certain;
+    // Ascending, as the uncertain rows are: one bulk build, not an insert
+    // per row.
+    let mut passing: Vec<u64> = Vec::new();
     for chunk in uncertain.chunks(batch_size.max(1)) {
         let batch = taker.take_sorted(chunk).await.map_err(to_df)?;
         let mask = recheck
@@ -185,11 +208,15 @@ async fn matching(
             .ok_or_else(|| DataFusionError::Internal("recheck is not a predicate".into()))?;
         for (i, a) in chunk.iter().enumerate() {
             if arrow_array::Array::is_valid(mask, i) && mask.value(i) {
-                passed.insert(*a);
+                passing.push(a.as_u64());
             }
         }
     }
-    Ok((passed, uncertain.len()))
+    let passed = RowSet::from(
+        roaring::RoaringTreemap::from_sorted_iter(passing)
+            .map_err(|e| DataFusionError::Internal(format!("recheck order: {e}")))?,
+    );
+    Ok((certain | passed, uncertain.len()))
 }
 
 /// Per key of index `name` (over all its usable segments): the number of
@@ -237,9 +264,10 @@ async fn group_counts(
 impl DisplayAs for IndexCountExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "IndexCountExec: ")?;
-        match &self.expr {
-            Some(e) => write!(f, "{e}, result={}", self.planned.as_str())?,
-            None => write!(f, "all rows")?,
+        match (&self.expr, &self.rows) {
+            (_, Some(r)) => write!(f, "overlaid rows={}", r.len())?,
+            (Some(e), None) => write!(f, "{e}, result={}", self.planned.as_str())?,
+            (None, None) => write!(f, "all rows")?,
         }
         if let Some(g) = &self.group_index {
             write!(f, ", group_by_index={g}")?;
@@ -290,6 +318,7 @@ impl ExecutionPlan for IndexCountExec {
         let ds = self.dataset.clone();
         let cache = self.cache.clone();
         let expr = self.expr.clone();
+        let given = self.rows.clone();
         let planned = self.planned;
         let ex = Exclusion::new(&self.dataset, &self.exclusions);
         let recheck = self.recheck.clone();
@@ -302,6 +331,7 @@ impl ExecutionPlan for IndexCountExec {
                 &ds,
                 &cache,
                 expr.as_ref(),
+                given.as_deref(),
                 planned,
                 &ex,
                 recheck.as_ref(),

@@ -191,6 +191,18 @@ async fn overlay_reevaluation_round_trips() {
     let mut got = ids;
     got.sort();
     assert_eq!(got, want);
+    // The count of the overlaid rows, as a node of its own.
+    let sql = "SELECT count(*) FROM t WHERE k = 3 AND id < 30";
+    let (plan, back) = round_trip(&ctx, sql).await;
+    let shown = text(&plan);
+    assert!(
+        shown.contains("IndexCountExec: overlaid rows=3"),
+        "expected the overlaid rows counted in\n{shown}"
+    );
+    let a = collect(plan, ctx.task_ctx()).await.unwrap();
+    let b = collect(back, ctx.task_ctx()).await.unwrap();
+    assert_eq!(sorted_rows(&a), sorted_rows(&b));
+    assert_eq!(sorted_rows(&a), vec!["| 6        |".to_string()]);
 }
 
 #[tokio::test]
