@@ -395,27 +395,62 @@ pub(crate) fn drop_fields(fragment: &mut Fragment, rewritten: &[i32]) {
     });
 }
 
-/// Resolves `base` (values of field `id` at physical `offsets`) against
-/// `overlays` (newest first, each with its open reader and the file
-/// column holding `id`): each offset takes the newest overlay covering it.
-pub(crate) async fn resolve(
-    base: arrow_array::ArrayRef,
-    id: i32,
-    offsets: &[u64],
-    overlays: &[(&Overlay, &fathom_file::reader::FileReader, usize)],
-) -> Result<arrow_array::ArrayRef> {
+/// Where each selected offset's value of one field comes from: `picks[p]`
+/// is `(0, p)` for the base file, or `(1 + j, i)` for the `i`-th value
+/// taken from overlay `j` at the ranks `wanted[j]`.
+pub(crate) struct Picks {
+    picks: Vec<(usize, usize)>,
+    wanted: Vec<Vec<u64>>,
+    /// Offsets left to the base file.
+    from_base: usize,
+}
+
+impl Picks {
+    /// Whether the base file need not be read for this field.
+    pub(crate) fn base_unused(&self) -> bool {
+        self.from_base == 0
+    }
+    /// Whether any selected cell comes from an overlay.
+    pub(crate) fn from_overlays(&self) -> bool {
+        self.from_base < self.picks.len()
+    }
+}
+
+/// For field `id` at physical `offsets`, the newest of `overlays` (newest
+/// first) covering each offset, and the rank of the offset in it (a
+/// covered offset's value sits at the number of covered offsets below it).
+pub(crate) fn plan_picks(id: i32, offsets: &[u64], overlays: &[&Overlay]) -> Picks {
     let mut picks: Vec<(usize, usize)> = (0..offsets.len()).map(|p| (0, p)).collect();
     let mut wanted: Vec<Vec<u64>> = vec![vec![]; overlays.len()];
-    let mut any = false;
+    let mut from_base = offsets.len();
     let empty = RoaringBitmap::new();
     let covs: Vec<&RoaringBitmap> = overlays
         .iter()
-        .map(|(ov, _, _)| ov.covers(id).unwrap_or(&empty))
+        .map(|ov| ov.covers(id).unwrap_or(&empty))
         .collect();
-    // A covered offset's value sits at the number of covered offsets below it.
-    if offsets.windows(2).all(|w| w[0] < w[1])
-        && offsets.last().is_none_or(|&o| o <= u32::MAX as u64)
-    {
+    let sorted = offsets.windows(2).all(|w| w[0] < w[1])
+        && offsets.last().is_none_or(|&o| o <= u32::MAX as u64);
+    // The usual re-evaluation: the offsets are exactly what the newest
+    // overlay holding the field covers. Its values are then the column,
+    // in file order (compared container by container, no walk).
+    if sorted && let Some(j) = covs.iter().position(|c| !c.is_empty()) {
+        let c = covs[j];
+        if c.len() == offsets.len() as u64
+            && RoaringBitmap::from_sorted_iter(offsets.iter().map(|&o| o as u32))
+                .is_ok_and(|sel| &sel == c)
+        {
+            wanted[j] = (0..offsets.len() as u64).collect();
+            for (p, pick) in picks.iter_mut().enumerate() {
+                *pick = (1 + j, p);
+            }
+            return Picks {
+                picks,
+                wanted,
+                from_base: 0,
+            };
+        }
+    }
+    if sorted {
         // Sorted offsets (scans, takes of sorted addresses): one cursor
         // per overlay walks its coverage alongside them.
         let first = offsets.first().map_or(0, |&o| o as u32);
@@ -437,36 +472,81 @@ pub(crate) async fn resolve(
                 if it.peek() == Some(&o32) {
                     wanted[j].push(*rank);
                     picks[p] = (1 + j, wanted[j].len() - 1);
-                    any = true;
+                    from_base -= 1;
                     break;
                 }
             }
         }
     } else {
         for (p, &o) in offsets.iter().enumerate() {
-            let o32 = o as u32;
+            let Ok(o32) = u32::try_from(o) else { continue };
             for (j, c) in covs.iter().enumerate() {
                 if c.contains(o32) {
                     wanted[j].push(c.rank(o32) - 1);
                     picks[p] = (1 + j, wanted[j].len() - 1);
-                    any = true;
+                    from_base -= 1;
                     break;
                 }
             }
         }
     }
-    if !any {
-        return Ok(base);
+    Picks {
+        picks,
+        wanted,
+        from_base,
     }
-    let mut sources: Vec<arrow_array::ArrayRef> = vec![base];
-    for (j, (_, reader, col)) in overlays.iter().enumerate() {
-        if wanted[j].is_empty() {
-            sources.push(sources[0].slice(0, 0));
+}
+
+/// Resolves `base` (values of the field at the offsets `picks` was planned
+/// for; read only if some offset is left to it) against the overlays
+/// `picks` was planned with, each with its open reader and the file column
+/// holding the field (and its path, for errors).
+pub(crate) async fn resolve(
+    base: Option<arrow_array::ArrayRef>,
+    picks: Picks,
+    overlays: &[(&fathom_file::reader::FileReader, Option<usize>, &str)],
+) -> Result<arrow_array::ArrayRef> {
+    let n = picks.picks.len();
+    let mut sources: Vec<Option<arrow_array::ArrayRef>> = vec![base];
+    for (j, (reader, col, path)) in overlays.iter().enumerate() {
+        let w = &picks.wanted[j];
+        if w.is_empty() {
+            sources.push(None);
             continue;
         }
-        let b = reader.take(&wanted[j], Some(&[*col])).await?;
-        sources.push(b.column(0).clone());
+        let col = col.ok_or_else(|| {
+            Error::corrupt(
+                *path,
+                "the overlay's coverage names a field its file does not hold",
+            )
+        })?;
+        // Every row of the file, in order (the usual case when re-reading
+        // the rows an update changed): one range read.
+        let whole = w.len() as u64 == reader.num_rows()
+            && w.first() == Some(&0)
+            && w.windows(2).all(|x| x[1] == x[0] + 1);
+        let b = if whole {
+            reader
+                .read_selection(&[0..w.len() as u64], Some(&[col]))
+                .await?
+        } else {
+            reader.take(w, Some(&[col])).await?
+        };
+        // One overlay holds every selected value, in order: it is the column.
+        if w.len() == n {
+            return Ok(b.column(0).clone());
+        }
+        sources.push(Some(b.column(0).clone()));
     }
+    let Some(template) = sources.iter().flatten().next().cloned() else {
+        return Err(Error::invalid(
+            "an overlaid field with no values to resolve",
+        ));
+    };
+    let sources: Vec<arrow_array::ArrayRef> = sources
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| template.slice(0, 0)))
+        .collect();
     let refs: Vec<&dyn Array> = sources.iter().map(|a| a.as_ref()).collect();
-    Ok(arrow_select::interleave::interleave(&refs, &picks)?)
+    Ok(arrow_select::interleave::interleave(&refs, &picks.picks)?)
 }

@@ -439,6 +439,48 @@ impl FragmentReader {
         }
     }
 
+    /// The rows at `offsets` when every projected column comes whole from
+    /// the newest overlay holding it, which covers exactly `offsets`
+    /// (`None` otherwise, or when row ids or addresses are asked for).
+    pub(crate) async fn read_overlaid(
+        &self,
+        projection: &Projection,
+        offsets: &RoaringBitmap,
+    ) -> Result<Option<RecordBatch>> {
+        if self.overlays.is_empty()
+            || projection.with_row_id
+            || projection.with_row_addr
+            || projection.fields.is_empty()
+        {
+            return Ok(None);
+        }
+        let mut sources = Vec::with_capacity(projection.fields.len());
+        for &field in &projection.fields {
+            let id = self.field_ids[field];
+            let newest = self
+                .overlays
+                .iter()
+                .find_map(|(o, r, by_id)| Some((o.covers(id)?, r, by_id.get(&id))));
+            match newest {
+                Some((c, r, Some(&col))) if c == offsets && r.num_rows() == c.len() => {
+                    sources.push((r, col))
+                }
+                _ => return Ok(None),
+            }
+        }
+        let n = offsets.len();
+        let mut arrays = Vec::with_capacity(sources.len());
+        for (r, col) in sources {
+            let b = r.read_selection(&[0..n], Some(&[col])).await?;
+            arrays.push(b.column(0).clone());
+        }
+        Ok(Some(RecordBatch::try_new_with_options(
+            projection.schema(&self.schema),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(n as usize)),
+        )?))
+    }
+
     /// Reads rows at `sel` (sorted runs of physical offsets) or, with
     /// `take`, at the given offsets in the given order.
     pub async fn read(&self, projection: &Projection, sel: Rows<'_>) -> Result<RecordBatch> {
@@ -452,39 +494,33 @@ impl FragmentReader {
                 Rows::Take(t) => Box::new(t.iter().copied()),
             }
         };
-        // A field whose every selected cell an overlay holds (re-evaluating
-        // overlaid rows reads just those) is not read from the base files.
-        // The selected offsets as a bitmap, built at most once.
-        let selected: std::sync::OnceLock<Option<RoaringBitmap>> = std::sync::OnceLock::new();
-        let overlaid_whole = |id: i32| {
-            let Some(covered) = self.overlay_cover.get(&id) else {
-                return false;
-            };
-            let sel = selected.get_or_init(|| {
-                if offsets().any(|o| o > u64::from(u32::MAX)) {
+        // Per projected field that overlays change: where each selected
+        // cell comes from. A field whose every selected cell an overlay
+        // holds (re-evaluating overlaid rows reads just those) is not read
+        // from the base files.
+        let offs: Vec<u64> = if self.overlays.is_empty() {
+            vec![]
+        } else {
+            offsets().collect()
+        };
+        let mut planned: Vec<Option<crate::overlay::Picks>> = projection
+            .fields
+            .iter()
+            .map(|&field| {
+                let id = self.field_ids[field];
+                if !self.overlay_cover.contains_key(&id) {
                     return None;
                 }
-                // Container by container, not a lookup per offset.
-                Some(match &sel {
-                    Rows::Runs(r) => {
-                        let mut b = RoaringBitmap::new();
-                        for r in r.iter() {
-                            b.insert_range(r.start as u32..r.end as u32);
-                        }
-                        b
-                    }
-                    Rows::Take(t) => RoaringBitmap::from_sorted_iter(t.iter().map(|&o| o as u32))
-                        .unwrap_or_else(|_| t.iter().map(|&o| o as u32).collect()),
-                })
-            });
-            sel.as_ref().is_some_and(|s| s.is_subset(covered))
-        };
+                let relevant: Vec<&Overlay> = self.overlays.iter().map(|(o, _, _)| o).collect();
+                Some(crate::overlay::plan_picks(id, &offs, &relevant)).filter(|p| p.from_overlays())
+            })
+            .collect();
         // Which file provides each projected field.
         let mut per_file: Vec<Vec<(usize, usize)>> = vec![vec![]; self.files.len()];
         let mut columns: Vec<Option<ArrayRef>> = vec![None; projection.fields.len()];
         for (out_idx, &field) in projection.fields.iter().enumerate() {
             let id = self.field_ids[field];
-            if overlaid_whole(id) {
+            if planned[out_idx].as_ref().is_some_and(|p| p.base_unused()) {
                 continue;
             }
             if let Some((fi, local)) = self
@@ -518,26 +554,25 @@ impl FragmentReader {
                 columns[*out_idx] = Some(batch.column(k).clone());
             }
         }
-        let mut arrays: Vec<ArrayRef> = columns
-            .into_iter()
-            .zip(&projection.fields)
-            .map(|(c, &f)| c.unwrap_or_else(|| new_null_array(self.schema.field(f).data_type(), n)))
-            .collect();
-        if !self.overlays.is_empty() {
-            let offs: Vec<u64> = offsets().collect();
-            for (k, &field) in projection.fields.iter().enumerate() {
-                let id = self.field_ids[field];
-                let relevant: Vec<(&Overlay, &FileReader, usize)> = self
-                    .overlays
-                    .iter()
-                    .filter(|(o, _, _)| o.covers(id).is_some())
-                    .filter_map(|(o, r, by_id)| Some((o, r, *by_id.get(&id)?)))
-                    .collect();
-                if !relevant.is_empty() {
-                    arrays[k] =
-                        crate::overlay::resolve(arrays[k].clone(), id, &offs, &relevant).await?;
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(projection.fields.len());
+        for (k, (c, &field)) in columns.into_iter().zip(&projection.fields).enumerate() {
+            let id = self.field_ids[field];
+            let base = || {
+                c.clone()
+                    .unwrap_or_else(|| new_null_array(self.schema.field(field).data_type(), n))
+            };
+            arrays.push(match planned[k].take() {
+                None => base(),
+                Some(picks) => {
+                    let readers: Vec<(&FileReader, Option<usize>, &str)> = self
+                        .overlays
+                        .iter()
+                        .map(|(o, r, by_id)| (r, by_id.get(&id).copied(), o.file.path.as_str()))
+                        .collect();
+                    let base = (!picks.base_unused()).then(base);
+                    crate::overlay::resolve(base, picks, &readers).await?
                 }
-            }
+            });
         }
         if projection.with_row_id {
             arrays.push(Arc::new(self.row_ids_of(offsets())));

@@ -71,6 +71,30 @@ impl Taker {
         Ok(r)
     }
 
+    /// The rows of fragment `f` at `offsets` (ascending). When each
+    /// projected column's newest overlay covers exactly these offsets (the
+    /// rows an update changed, re-evaluated), that overlay's file is the
+    /// column: read whole, no offset looked up.
+    pub async fn take_fragment(
+        &self,
+        f: FragmentId,
+        offsets: &roaring::RoaringBitmap,
+    ) -> Result<RecordBatch> {
+        let reader = self.reader(f).await?;
+        if let Some(b) = reader.read_overlaid(&self.projection, offsets).await? {
+            return Ok(b);
+        }
+        let offs: Vec<u64> = offsets.iter().map(u64::from).collect();
+        if let Some(o) = offs.last().filter(|o| **o >= reader.fragment.physical_rows) {
+            return Err(Error::invalid(format!(
+                "row address {}: offset {o} beyond the {} rows of fragment {f}",
+                RowAddress::new(f, *o as u32).as_u64(),
+                reader.fragment.physical_rows
+            )));
+        }
+        reader.read(&self.projection, Rows::Take(&offs)).await
+    }
+
     /// Rows at `addrs`, which are grouped by fragment (runs of one
     /// fragment are read together), in the given order.
     pub async fn take_sorted(&self, addrs: &[RowAddress]) -> Result<RecordBatch> {

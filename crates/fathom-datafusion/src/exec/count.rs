@@ -156,6 +156,20 @@ impl IndexCountExec {
 /// The live rows matching the branch: exclusion applied as set
 /// operations, uncertain rows rechecked. Returns them and how many were
 /// rechecked.
+/// Which rows of `batch` pass `predicate` (NULL does not).
+fn passes(predicate: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<BooleanArray> {
+    let mask = predicate.evaluate(batch)?.into_array(batch.num_rows())?;
+    let mask = mask
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| DataFusionError::Internal("recheck is not a predicate".into()))?;
+    Ok(if arrow_array::Array::null_count(mask) > 0 {
+        arrow_select::filter::prep_null_mask_filter(mask)
+    } else {
+        mask.clone()
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn matching(
     ds: &Dataset,
@@ -169,7 +183,32 @@ async fn matching(
 ) -> Result<(RowSet, usize)> {
     let (rows, exactness, certain) = match (given, expr) {
         // Re-evaluated rows: none is known to match.
-        (Some(g), _) => (ex.apply(g).await?, Exactness::AtMost, None),
+        (Some(g), _) => {
+            let rows = ex.apply(g).await?;
+            if let Some(recheck) = recheck {
+                // Fragment by fragment, straight from the overlay files
+                // when they hold exactly these rows.
+                let taker = Taker::new(ds, recheck.read.clone());
+                let mut passing: Vec<u64> = Vec::new();
+                for (f, offsets) in rows.fragments() {
+                    let batch = taker.take_fragment(f, offsets).await.map_err(to_df)?;
+                    let mask = passes(&recheck.predicate, &batch)?;
+                    let hi = f.as_u64() << 32;
+                    let mut it = offsets.iter();
+                    let mut at = 0;
+                    for i in mask.values().set_indices() {
+                        let o = it.nth(i - at).expect("one mask bit per offset");
+                        at = i + 1;
+                        passing.push(hi | u64::from(o));
+                    }
+                }
+                let n = rows.len() as usize;
+                let passed = roaring::RoaringTreemap::from_sorted_iter(passing)
+                    .map_err(|e| DataFusionError::Internal(format!("recheck order: {e}")))?;
+                return Ok((RowSet::from(passed), n));
+            }
+            (rows, Exactness::AtMost, None)
+        }
         (None, None) => return Ok((ex.all_rows().await?, 0)),
         (None, Some(expr)) => {
             let Evaluated {
@@ -191,26 +230,19 @@ async fn matching(
         None if exactness == Exactness::Exact => rows.clone(),
         None => RowSet::new(),
     };
-    let uncertain: Vec<RowAddress> = (rows - certain.clone()).iter().collect();
+    let uncertain: Vec<RowAddress> = (rows - certain.clone())
+        .to_u64s()
+        .into_iter()
+        .map(RowAddress::from_u64)
+        .collect();
     let taker = Taker::new(ds, recheck.read.clone());
     // Ascending, as the uncertain rows are: one bulk build, not an insert
     // per row.
     let mut passing: Vec<u64> = Vec::new();
     for chunk in uncertain.chunks(batch_size.max(1)) {
         let batch = taker.take_sorted(chunk).await.map_err(to_df)?;
-        let mask = recheck
-            .predicate
-            .evaluate(&batch)?
-            .into_array(batch.num_rows())?;
-        let mask = mask
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| DataFusionError::Internal("recheck is not a predicate".into()))?;
-        for (i, a) in chunk.iter().enumerate() {
-            if arrow_array::Array::is_valid(mask, i) && mask.value(i) {
-                passing.push(a.as_u64());
-            }
-        }
+        let mask = passes(&recheck.predicate, &batch)?;
+        passing.extend(mask.values().set_indices().map(|i| chunk[i].as_u64()));
     }
     let passed = RowSet::from(
         roaring::RoaringTreemap::from_sorted_iter(passing)
