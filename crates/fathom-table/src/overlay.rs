@@ -411,7 +411,7 @@ impl Picks {
         self.from_base == 0
     }
     /// Whether any selected cell comes from an overlay.
-    pub(crate) fn from_overlays(&self) -> bool {
+    pub(crate) fn uses_overlays(&self) -> bool {
         self.from_base < self.picks.len()
     }
 }

@@ -512,7 +512,7 @@ impl FragmentReader {
                     return None;
                 }
                 let relevant: Vec<&Overlay> = self.overlays.iter().map(|(o, _, _)| o).collect();
-                Some(crate::overlay::plan_picks(id, &offs, &relevant)).filter(|p| p.from_overlays())
+                Some(crate::overlay::plan_picks(id, &offs, &relevant)).filter(|p| p.uses_overlays())
             })
             .collect();
         // Which file provides each projected field.
