@@ -308,9 +308,15 @@ async fn main() {
         row(&format!("pylance {name}"), t);
     }
     // Ratios: ours after each phase vs fresh, and vs pylance's same phase.
-    let fresh = &table[0].1;
-    println!("ratios (ours / fresh index, ours / full scan):");
-    for (name, t) in table.iter().filter(|(n, _)| !n.starts_with("fresh")) {
+    // Each phase against the fresh index of its own mode's run (fresh
+    // latencies vary between runs of one process).
+    let mut fresh = &table[0].1;
+    println!("ratios (ours / fresh index of the same run, ours / full scan):");
+    for (name, t) in &table {
+        if name.starts_with("fresh") {
+            fresh = t;
+            continue;
+        }
         print!("{name:<44}");
         for (i, x) in t.iter().enumerate() {
             print!(" {:>11.2} {:>11.3}", x / fresh[i], x / scans[i]);
