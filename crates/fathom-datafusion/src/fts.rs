@@ -155,7 +155,9 @@ impl TableFunctionImpl for FtsTableFunction {
                 }
             }
         }
-        Ok(Arc::new(FtsTable::new(inner, columns, query, op, None)))
+        let mut fts = FtsTable::new(inner, columns, query, op, None);
+        fts.name = Some(datafusion::common::TableReference::from(table.as_str()));
+        Ok(Arc::new(fts))
     }
 }
 
@@ -169,6 +171,8 @@ pub struct FtsTable {
     /// Best rows wanted (set by [`FtsRule`]); `None`: all matches.
     k: Option<usize>,
     schema: SchemaRef,
+    /// The name `inner` was found under (by `fts(...)`).
+    name: Option<datafusion::common::TableReference>,
 }
 
 impl FtsTable {
@@ -193,17 +197,32 @@ impl FtsTable {
             query,
             op,
             k,
+            name: None,
         }
     }
 
+    /// The searched table, and the name it was found under (a plan
+    /// reading it is valid while that name still gives that table at the
+    /// same version: see [`crate::PlanCache`]).
+    pub(crate) fn source(
+        &self,
+    ) -> (
+        Option<&datafusion::common::TableReference>,
+        &Arc<dyn TableProvider>,
+    ) {
+        (self.name.as_ref(), &self.inner)
+    }
+
     fn with_k(&self, k: usize) -> Self {
-        FtsTable::new(
+        let mut t = FtsTable::new(
             self.inner.clone(),
             self.columns.clone(),
             self.query.clone(),
             self.op,
             Some(k),
-        )
+        );
+        t.name = self.name.clone();
+        t
     }
 
     fn table(&self) -> &FathomTable {

@@ -16,6 +16,9 @@
 //! - the session's options are the ones it was planned with (`SET`
 //!   replaces them: see [`Entry::config`]).
 //!
+//! A full-text search, `fts('t', ...)`, reads the Fathom table it names:
+//! its plan is checked like a scan of that table.
+//!
 //! What is never cached (it runs as [`crate::sql::run_sql`] would): anything
 //! but a single query (DDL, DML, `SET`, `EXPLAIN`, Fathom's own
 //! statements); queries reading any other kind of table (their data can
@@ -53,6 +56,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::Statement;
 
+use crate::fts::FtsTable;
 use crate::provider::FathomTable;
 use crate::sql::{Output, run_sql, special};
 
@@ -305,13 +309,24 @@ fn cacheable_reads(plan: &LogicalPlan) -> Result<Option<Vec<Scanned>>> {
     let mut ok = true;
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node {
-            match source_as_provider(&scan.source) {
+            let read = match source_as_provider(&scan.source) {
                 Ok(p) if p.downcast_ref::<FathomTable>().is_some() => {
+                    Some((scan.table_name.clone(), p))
+                }
+                // `fts(...)` searches a Fathom table it found by name.
+                Ok(p) => p.downcast_ref::<FtsTable>().and_then(|f| match f.source() {
+                    (Some(name), inner) => Some((name.clone(), inner.clone())),
+                    (None, _) => None,
+                }),
+                Err(_) => None,
+            };
+            match read {
+                Some((name, p)) => {
                     if !reads.iter().any(|(_, q)| Arc::ptr_eq(q, &p)) {
-                        reads.push((scan.table_name.clone(), p));
+                        reads.push((name, p));
                     }
                 }
-                _ => ok = false,
+                None => ok = false,
             }
         }
         if !ok {

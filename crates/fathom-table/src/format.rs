@@ -71,6 +71,34 @@ pub struct DataFile {
     pub base_id: Option<u32>,
 }
 
+impl From<&pb::DataFile> for DataFile {
+    fn from(d: &pb::DataFile) -> Self {
+        DataFile {
+            path: d.path.clone(),
+            fields: d.fields.clone(),
+            column_indices: d.column_indices.clone(),
+            file_major_version: d.file_major_version,
+            file_minor_version: d.file_minor_version,
+            file_size_bytes: d.file_size_bytes,
+            base_id: d.base_id,
+        }
+    }
+}
+
+impl From<&DataFile> for pb::DataFile {
+    fn from(d: &DataFile) -> Self {
+        pb::DataFile {
+            path: d.path.clone(),
+            fields: d.fields.clone(),
+            column_indices: d.column_indices.clone(),
+            file_major_version: d.file_major_version,
+            file_minor_version: d.file_minor_version,
+            file_size_bytes: d.file_size_bytes,
+            base_id: d.base_id,
+        }
+    }
+}
+
 /// Which form a deletion file takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeletionFileKind {
@@ -139,15 +167,7 @@ impl Fragment {
             files: f
                 .files
                 .into_iter()
-                .map(|d| DataFile {
-                    path: d.path,
-                    fields: d.fields,
-                    column_indices: d.column_indices,
-                    file_major_version: d.file_major_version,
-                    file_minor_version: d.file_minor_version,
-                    file_size_bytes: d.file_size_bytes,
-                    base_id: d.base_id,
-                })
+                .map(|d| DataFile::from(&d))
                 .collect(),
             deletion_file: f.deletion_file.map(|d| DeletionFile {
                 kind: if d.file_type == pb::deletion_file::DeletionFileType::Bitmap as i32 {
@@ -185,15 +205,7 @@ impl Fragment {
             files: self
                 .files
                 .iter()
-                .map(|d| pb::DataFile {
-                    path: d.path.clone(),
-                    fields: d.fields.clone(),
-                    column_indices: d.column_indices.clone(),
-                    file_major_version: d.file_major_version,
-                    file_minor_version: d.file_minor_version,
-                    file_size_bytes: d.file_size_bytes,
-                    base_id: d.base_id,
-                })
+                .map(pb::DataFile::from)
                 .collect(),
             deletion_file: self.deletion_file.as_ref().map(|d| pb::DeletionFile {
                 file_type: match d.kind {

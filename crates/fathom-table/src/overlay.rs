@@ -33,7 +33,6 @@
 //! data).
 
 use arrow_array::{Array, RecordBatch, UInt32Array};
-use fathom_file::LanceSchema;
 use futures::{FutureExt, StreamExt};
 use roaring::RoaringBitmap;
 
@@ -44,7 +43,7 @@ use crate::error::{Error, Result};
 use crate::format::{DataFile, Fragment, IndexMetadata, Manifest};
 use crate::pb;
 use crate::transaction::Operation;
-use crate::write::{FragmentWriter, WriteParams, conform_batch};
+use crate::write::conform_batch;
 
 /// Overlay files an update writes concurrently.
 const OVERLAY_WRITES_AT_ONCE: usize = 8;
@@ -71,15 +70,7 @@ impl Overlay {
             .data_file
             .as_ref()
             .ok_or_else(|| Error::corrupt("manifest", "an overlay without a data file"))?;
-        let file = DataFile {
-            path: d.path.clone(),
-            fields: d.fields.clone(),
-            column_indices: d.column_indices.clone(),
-            file_major_version: d.file_major_version,
-            file_minor_version: d.file_minor_version,
-            file_size_bytes: d.file_size_bytes,
-            base_id: d.base_id,
-        };
+        let file = DataFile::from(d);
         let coverage = match &p.coverage {
             Some(Coverage::SharedOffsetBitmap(b)) => {
                 let b = bitmap(b, &file.path)?;
@@ -258,41 +249,14 @@ impl Dataset {
         values: &RecordBatch,
         progress: Option<&ProgressFn>,
     ) -> Result<Self> {
-        if addresses.len() != values.num_rows() {
+        let (_, part) = self.columns_to_set(columns, addresses, values)?;
+        if let Some(f) = part.fields.iter().find(|f| !f.children.is_empty()) {
             return Err(Error::invalid(format!(
-                "{} addresses but {} rows of new values",
-                addresses.len(),
-                values.num_rows()
+                "column '{}' is nested: overlays are written for top-level \
+                 primitive columns (rewrite the rows or the column instead)",
+                f.name
             )));
         }
-        let schema = &self.manifest().schema;
-        let mut fields = Vec::with_capacity(columns.len());
-        for name in columns {
-            let f = schema
-                .fields
-                .iter()
-                .find(|f| f.name == *name)
-                .ok_or_else(|| {
-                    Error::invalid(format!("'{name}' is not a column of {}", self.uri()))
-                })?;
-            if !f.children.is_empty() {
-                return Err(Error::invalid(format!(
-                    "column '{name}' is nested: overlays are written for top-level \
-                     primitive columns (rewrite the rows or the column instead)"
-                )));
-            }
-            if fields
-                .iter()
-                .any(|x: &fathom_file::LanceField| x.id == f.id)
-            {
-                return Err(Error::invalid(format!("column '{name}' is set twice")));
-            }
-            fields.push(f.clone());
-        }
-        let part = LanceSchema {
-            fields,
-            metadata: schema.metadata.clone(),
-        };
         let values = conform_batch(&std::sync::Arc::new(part.to_arrow()?), values)?;
         let cells_by_fragment = self.cells_by_fragment(addresses)?;
         let total = cells_by_fragment.len() as u64;
@@ -314,26 +278,11 @@ impl Dataset {
                         .map(|c| arrow_select::take::take(c.as_ref(), &order, None))
                         .collect::<std::result::Result<Vec<_>, _>>()?;
                     let batch = RecordBatch::try_new(values.schema(), cols)?;
-                    let params = WriteParams {
-                        max_rows_per_file: cells.len().max(1),
-                        ..Default::default()
-                    };
-                    let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
-                    let mut w = FragmentWriter::new(
-                        self.store().clone(),
-                        self.root().clone(),
-                        part.clone(),
-                        params,
-                    )?;
-                    w.write(&batch).await?;
-                    let written = w.finish().await?;
-                    let [one] = written.as_slice() else {
-                        return Err(Error::invalid(format!(
-                            "an overlay of fragment {frag_id} produced {} files",
-                            written.len()
-                        )));
-                    };
-                    let d = &one.files[0];
+                    let d = self
+                        .write_single_file(part, &batch, || {
+                            format!("an overlay of fragment {frag_id}")
+                        })
+                        .await?;
                     let mut bytes = Vec::with_capacity(coverage.serialized_size());
                     coverage
                         .serialize_into(&mut bytes)
@@ -341,15 +290,7 @@ impl Dataset {
                     Ok::<_, Error>((
                         frag_id,
                         vec![pb::DataOverlayFile {
-                            data_file: Some(pb::DataFile {
-                                path: d.path.clone(),
-                                fields: d.fields.clone(),
-                                column_indices: d.column_indices.clone(),
-                                file_major_version: d.file_major_version,
-                                file_minor_version: d.file_minor_version,
-                                file_size_bytes: d.file_size_bytes,
-                                base_id: None,
-                            }),
+                            data_file: Some(pb::DataFile::from(&d)),
                             coverage: Some(pb::data_overlay_file::Coverage::SharedOffsetBitmap(
                                 bytes,
                             )),

@@ -30,7 +30,7 @@ use fathom_file::{LanceField, LanceSchema};
 use crate::compact::ProgressFn;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::format::Fragment;
+use crate::format::{DataFile, Fragment};
 use crate::scan::{Projection, Rows};
 use crate::transaction::{Operation, UpdateMode};
 use crate::write::{FragmentWriter, WriteParams, conform_batch};
@@ -205,34 +205,7 @@ impl Dataset {
         values: &RecordBatch,
         progress: Option<&ProgressFn>,
     ) -> Result<Self> {
-        if addresses.len() != values.num_rows() {
-            return Err(Error::invalid(format!(
-                "{} addresses but {} rows of new values",
-                addresses.len(),
-                values.num_rows()
-            )));
-        }
-        let schema = &self.manifest().schema;
-        let mut positions = Vec::with_capacity(columns.len());
-        let mut fields = Vec::with_capacity(columns.len());
-        for name in columns {
-            let i = schema
-                .fields
-                .iter()
-                .position(|f| f.name == *name)
-                .ok_or_else(|| {
-                    Error::invalid(format!("'{name}' is not a column of {}", self.uri()))
-                })?;
-            if positions.contains(&i) {
-                return Err(Error::invalid(format!("column '{name}' is set twice")));
-            }
-            positions.push(i);
-            fields.push(schema.fields[i].clone());
-        }
-        let part = LanceSchema {
-            fields,
-            metadata: schema.metadata.clone(),
-        };
+        let (positions, part) = self.columns_to_set(columns, addresses, values)?;
         let part_arrow = std::sync::Arc::new(part.to_arrow()?);
         let values = conform_batch(&part_arrow, values)?;
         let mut modified = Vec::new();
@@ -270,6 +243,76 @@ impl Dataset {
         .await
     }
 
+    /// The top-level columns `columns` name (positions in the schema, and
+    /// a schema of just them) for an update setting them at `addresses`
+    /// to `values`: an unknown or repeated column, or a row count that
+    /// differs from the address count, is an error naming it.
+    pub(crate) fn columns_to_set(
+        &self,
+        columns: &[&str],
+        addresses: &[u64],
+        values: &RecordBatch,
+    ) -> Result<(Vec<usize>, LanceSchema)> {
+        if addresses.len() != values.num_rows() {
+            return Err(Error::invalid(format!(
+                "{} addresses but {} rows of new values",
+                addresses.len(),
+                values.num_rows()
+            )));
+        }
+        let schema = &self.manifest().schema;
+        let mut positions = Vec::with_capacity(columns.len());
+        for name in columns {
+            let i = schema
+                .fields
+                .iter()
+                .position(|f| f.name == *name)
+                .ok_or_else(|| {
+                    Error::invalid(format!("'{name}' is not a column of {}", self.uri()))
+                })?;
+            if positions.contains(&i) {
+                return Err(Error::invalid(format!("column '{name}' is set twice")));
+            }
+            positions.push(i);
+        }
+        let part = LanceSchema {
+            fields: positions.iter().map(|&i| schema.fields[i].clone()).collect(),
+            metadata: schema.metadata.clone(),
+        };
+        Ok((positions, part))
+    }
+
+    /// Writes `batch` (columns `part`) as one data file of the table's
+    /// format and returns it; `what` names the write in an error.
+    pub(crate) async fn write_single_file(
+        &self,
+        part: &LanceSchema,
+        batch: &RecordBatch,
+        what: impl FnOnce() -> String,
+    ) -> Result<DataFile> {
+        let params = WriteParams {
+            max_rows_per_file: batch.num_rows().max(1),
+            ..Default::default()
+        };
+        let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
+        let mut w = FragmentWriter::new(
+            self.store().clone(),
+            self.root().clone(),
+            part.clone(),
+            params,
+        )?;
+        w.write(batch).await?;
+        let written = w.finish().await?;
+        match written.as_slice() {
+            [one] if one.files.len() == 1 => Ok(one.files[0].clone()),
+            _ => Err(Error::invalid(format!(
+                "{} produced {} fragments, not one file",
+                what(),
+                written.len()
+            ))),
+        }
+    }
+
     /// `frag` with `part`'s columns rewritten: old values, with
     /// `values[row]` at each `(offset, row)` of `cells`.
     async fn rewrite_fragment_columns(
@@ -297,26 +340,11 @@ impl Dataset {
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let batch = RecordBatch::try_new(values.schema(), cols)?;
-        let params = WriteParams {
-            max_rows_per_file: n as usize,
-            ..Default::default()
-        };
-        let params = crate::dataset::params_for(self.manifest(), self.uri(), params)?;
-        let mut w = FragmentWriter::new(
-            self.store().clone(),
-            self.root().clone(),
-            part.clone(),
-            params,
-        )?;
-        w.write(&batch).await?;
-        let written = w.finish().await?;
-        let [new_file] = written.as_slice() else {
-            return Err(Error::invalid(format!(
-                "rewriting columns of fragment {} produced {} files",
-                frag.id,
-                written.len()
-            )));
-        };
+        let new_file = self
+            .write_single_file(part, &batch, || {
+                format!("rewriting columns of fragment {}", frag.id)
+            })
+            .await?;
         let mut f = frag.clone();
         for d in &mut f.files {
             for id in &mut d.fields {
@@ -325,7 +353,7 @@ impl Dataset {
                 }
             }
         }
-        f.files.push(new_file.files[0].clone());
+        f.files.push(new_file);
         crate::overlay::drop_fields(&mut f, modified);
         Ok(f)
     }
