@@ -164,11 +164,7 @@ impl Fragment {
         use pb::data_fragment::RowIdSequence as R;
         Ok(Fragment {
             id: f.id,
-            files: f
-                .files
-                .into_iter()
-                .map(|d| DataFile::from(&d))
-                .collect(),
+            files: f.files.into_iter().map(|d| DataFile::from(&d)).collect(),
             deletion_file: f.deletion_file.map(|d| DeletionFile {
                 kind: if d.file_type == pb::deletion_file::DeletionFileType::Bitmap as i32 {
                     DeletionFileKind::Bitmap
@@ -202,11 +198,7 @@ impl Fragment {
         use pb::data_fragment::RowIdSequence as R;
         pb::DataFragment {
             id: self.id,
-            files: self
-                .files
-                .iter()
-                .map(pb::DataFile::from)
-                .collect(),
+            files: self.files.iter().map(pb::DataFile::from).collect(),
             deletion_file: self.deletion_file.as_ref().map(|d| pb::DeletionFile {
                 file_type: match d.kind {
                     DeletionFileKind::Arrow => {

@@ -276,7 +276,10 @@ impl Dataset {
             positions.push(i);
         }
         let part = LanceSchema {
-            fields: positions.iter().map(|&i| schema.fields[i].clone()).collect(),
+            fields: positions
+                .iter()
+                .map(|&i| schema.fields[i].clone())
+                .collect(),
             metadata: schema.metadata.clone(),
         };
         Ok((positions, part))
