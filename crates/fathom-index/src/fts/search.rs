@@ -696,8 +696,37 @@ impl Cursor {
         if f.get(self.block + 1).is_none_or(|next| target < *next) {
             return self.block;
         }
+        // Then the next one (dense terms walk their blocks in order).
+        if f.get(self.block + 2).is_none_or(|next| target < *next) {
+            return self.block + 1;
+        }
         let rest = &self.list.first_docs[self.block..];
         self.block + rest.partition_point(|f| *f <= target).saturating_sub(1)
+    }
+
+    /// Moves to the block (from the current one on) that may hold
+    /// `target` without decoding it: afterwards `doc` is at or after
+    /// `target`, or the block's documents run past `target` (`doc` then
+    /// is a lower bound, not a document; [`Cursor::place`] finds it).
+    fn seek_block(&mut self, target: u32) {
+        if self.doc >= target {
+            return;
+        }
+        let mut b = self.containing(target);
+        if self.last_doc(b) < target {
+            b += 1;
+        }
+        if b != self.block {
+            self.enter_block(b);
+        }
+    }
+
+    /// Decodes the current block and moves to its first document at or
+    /// after `target` (within the block).
+    fn place(&mut self, target: u32, stats: &mut SearchStats) -> Result<()> {
+        self.ensure(stats)?;
+        self.pos += self.docs[self.pos..].partition_point(|d| *d < target);
+        Ok(())
     }
 
     /// The last document block `b` may hold.
@@ -1002,16 +1031,23 @@ fn intersect(
         .collect();
     let mut d = cursors[0].doc;
     loop {
-        // The window starts at the first document every cursor may hold.
-        for c in cursors.iter_mut() {
-            c.seek(d, stats)?;
-            d = d.max(c.doc);
-        }
-        if d == END {
-            return Ok(());
-        }
-        for c in cursors.iter_mut() {
-            c.seek(d, stats)?;
+        // The window starts at the first document every cursor may hold:
+        // the lead's next document, the others' blocks found without
+        // decoding them (most windows end before they are needed).
+        loop {
+            let before = d;
+            cursors[0].seek(d, stats)?;
+            d = d.max(cursors[0].doc);
+            for c in cursors[1..].iter_mut() {
+                c.seek_block(d);
+                d = d.max(c.doc);
+            }
+            if d == END {
+                return Ok(());
+            }
+            if d == before {
+                break;
+            }
         }
         let mut end = END;
         for c in cursors.iter() {
@@ -1038,12 +1074,40 @@ fn intersect(
             a.clear();
         }
         {
-            let lead = &mut cursors[0];
+            // The lead's documents in the window, less those whose
+            // frequency alone (with every other term at its block maximum)
+            // cannot reach the k-th score.
+            let rest: f32 = extra.should_ub
+                + cursors[1..]
+                    .iter()
+                    .map(|c| c.bound_in(c.block))
+                    .sum::<f32>();
+            let (lead, lead_tf) = (&mut cursors[0], &by_tf[0]);
+            // The bounds grow with the frequency: the least one that may
+            // reach the k-th score.
+            let min_f = match top.threshold() {
+                None => 0,
+                Some(t) => (0..TF_BOUNDS)
+                    .find(|&f| loosen(lead_tf[f] + rest) >= t)
+                    .map_or_else(
+                        || {
+                            if loosen(lead.ub + rest) >= t {
+                                TF_BOUNDS as u32
+                            } else {
+                                u32::MAX
+                            }
+                        },
+                        |f| f as u32,
+                    ),
+            };
             lead.ensure(stats)?;
             for p in lead.pos..lead.docs.len() {
                 let doc = lead.docs[p];
                 if doc > end {
                     break;
+                }
+                if lead.freqs[p] < min_f {
+                    continue;
                 }
                 docs.push(doc);
                 at[0].push(p as u32);
@@ -1054,7 +1118,7 @@ fn intersect(
                 break;
             }
             let c = &mut cursors[i];
-            c.ensure(stats)?;
+            c.place(docs[0], stats)?;
             // A merge of two ascending lists without a branch to mispredict
             // per step (dense terms alternate unpredictably): every step
             // writes the pair in place and keeps it only when equal.
@@ -1106,9 +1170,11 @@ fn intersect(
             // Only a row whose score could enter is asked whether it is
             // allowed, and its positions read (a phrase scores as its
             // words' AND).
+            if top.threshold().is_some_and(|t| s < t) {
+                continue;
+            }
             let addr = part.rowaddrs[doc as usize];
-            if top.threshold().is_none_or(|t| s >= t)
-                && allow(addr)
+            if allow(addr)
                 && !extra.excluded(doc, stats)?
                 && (q.op != MatchOp::Phrase
                     || phrase_at_places(q, cursors, |i| at[i][j] as usize, stats)?)
