@@ -721,6 +721,17 @@ impl Cursor {
         }
     }
 
+    /// Moves to place `p` of the decoded current block (its end: the
+    /// next block).
+    fn move_to(&mut self, p: usize) {
+        if p >= self.docs.len() {
+            self.enter_block(self.block + 1);
+        } else {
+            self.pos = p;
+            self.doc = self.docs[p];
+        }
+    }
+
     /// Decodes the current block and moves to its first document at or
     /// after `target` (within the block).
     fn place(&mut self, target: u32, stats: &mut SearchStats) -> Result<()> {
@@ -1017,6 +1028,7 @@ fn intersect(
     let mut docs: Vec<u32> = Vec::with_capacity(BLOCK);
     let mut at: Vec<Vec<u32>> = vec![Vec::with_capacity(BLOCK); n];
     let mut tf = vec![0u32; q.terms.len()];
+    let mut next_at: Vec<Option<usize>> = vec![None; n];
     // Bounds of each required term's score by its frequency alone (at the
     // partition's shortest document): a candidate whose bound cannot
     // reach the k-th score is passed over without reading its length.
@@ -1073,6 +1085,9 @@ fn intersect(
         for a in at.iter_mut() {
             a.clear();
         }
+        // Where each cursor goes after the window (set once its block is
+        // read; applied after the candidates, which read the blocks).
+        next_at.fill(None);
         {
             // The lead's documents in the window, less those whose
             // frequency alone (with every other term at its block maximum)
@@ -1101,17 +1116,20 @@ fn intersect(
                     ),
             };
             lead.ensure(stats)?;
-            for p in lead.pos..lead.docs.len() {
+            let mut p = lead.pos;
+            while p < lead.docs.len() {
                 let doc = lead.docs[p];
                 if doc > end {
                     break;
                 }
-                if lead.freqs[p] < min_f {
-                    continue;
+                if lead.freqs[p] >= min_f {
+                    docs.push(doc);
+                    at[0].push(p as u32);
                 }
-                docs.push(doc);
-                at[0].push(p as u32);
+                p += 1;
             }
+            // The lead's next document is the first after the window.
+            next_at[0] = Some(p);
         }
         for i in 1..n {
             if docs.is_empty() {
@@ -1127,6 +1145,23 @@ fn intersect(
             let this = &mut this[0];
             this.resize(docs.len(), 0);
             let (mut j, mut kept) = (0, 0);
+            if docs.len() * 8 <= cd.len() - p {
+                // Few candidates (the lead's were filtered by frequency):
+                // each is searched for instead.
+                while j < docs.len() && p < cd.len() {
+                    let a = docs[j];
+                    p += cd[p..].partition_point(|d| *d < a);
+                    if p < cd.len() && cd[p] == a {
+                        docs[kept] = a;
+                        for l in lower.iter_mut() {
+                            l[kept] = l[j];
+                        }
+                        this[kept] = p as u32;
+                        kept += 1;
+                    }
+                    j += 1;
+                }
+            }
             while j < docs.len() && p < cd.len() {
                 let (a, b) = (docs[j], cd[p]);
                 docs[kept] = a;
@@ -1138,6 +1173,8 @@ fn intersect(
                 j += usize::from(a <= b);
                 p += usize::from(b <= a);
             }
+            // Nothing before `p` is at or after the next window.
+            next_at[i] = Some(p);
             this.truncate(kept);
             docs.truncate(kept);
             for a in at[..i].iter_mut() {
@@ -1180,6 +1217,11 @@ fn intersect(
                     || phrase_at_places(q, cursors, |i| at[i][j] as usize, stats)?)
             {
                 top.push(Scored { addr, score: s });
+            }
+        }
+        for (c, p) in cursors.iter_mut().zip(&next_at) {
+            if let Some(p) = *p {
+                c.move_to(p);
             }
         }
         if end == END {
