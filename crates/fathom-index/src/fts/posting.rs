@@ -121,15 +121,17 @@ pub fn block_header(block: &[u8], full: bool) -> Result<(f32, u32)> {
 }
 
 /// Decodes a block of `n` documents (`n` = 128 for a full block) into
-/// `docs` and `freqs` (cleared first).
+/// `docs` and `freqs` (their old contents replaced).
 pub fn decode_block(
     block: &[u8],
     n: usize,
     docs: &mut Vec<u32>,
     freqs: &mut Vec<u32>,
 ) -> Result<()> {
-    docs.clear();
-    freqs.clear();
+    if n != BLOCK {
+        docs.clear();
+        freqs.clear();
+    }
     if n == BLOCK {
         let bp = BitPacker4x::new();
         let take = |pos: usize| -> Result<(u8, usize)> {
@@ -150,6 +152,7 @@ pub fn decode_block(
         }
         let first = u32::from_le_bytes(block[4..8].try_into().unwrap());
         let (bw, end) = take(8)?;
+        // Every value is overwritten: a block-sized vector is reused as is.
         docs.resize(BLOCK, 0);
         bp.decompress_sorted(first, &block[9..end], docs, bw);
         let (fbw, fend) = take(end)?;
