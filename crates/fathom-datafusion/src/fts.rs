@@ -55,6 +55,7 @@ use crate::exec::knn::KnnSegment;
 use crate::knn::{inner_scan, overlaid_input, scan_schema, unqualified, winner_columns};
 use crate::provider::FathomTable;
 use crate::util::block_on;
+use futures::FutureExt;
 
 mod text_match;
 pub use text_match::{TEXT_MATCH, TextMatchUdf, text_match_udf};
@@ -126,7 +127,16 @@ impl TableFunctionImpl for FtsTableFunction {
         let name = datafusion::common::TableReference::from(table.as_str())
             .table()
             .to_string();
-        let inner = block_on(async move { schema.table(&name).await })?
+        // The default (in-memory) schema answers at once: asked here, not
+        // on a thread and runtime of its own (~0.2 ms a query); another
+        // may do I/O, and is.
+        let in_memory = schema.is::<datafusion::catalog::MemorySchemaProvider>();
+        let mut lookup = Box::pin(async move { schema.table(&name).await });
+        let found = match in_memory.then(|| (&mut lookup).now_or_never()).flatten() {
+            Some(found) => found,
+            None => block_on(lookup),
+        };
+        let inner = found?
             .ok_or_else(|| DataFusionError::Plan(format!("fts: no table named '{table}'")))?;
         let Some(t) = inner.downcast_ref::<FathomTable>() else {
             return Err(DataFusionError::Plan(format!(
