@@ -9,7 +9,9 @@
 
 pub mod analyzer;
 pub mod build;
+mod cursor;
 pub mod posting;
+pub mod query;
 pub mod search;
 pub mod segment;
 
