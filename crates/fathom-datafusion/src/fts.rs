@@ -23,7 +23,9 @@
 //! (`'title^2, body'`): a row's score is its best boosted column score
 //! (Lance's multi-match). A query word written `word~` or `word~N` is a
 //! fuzzy term: the table's terms within edit distance N (automatic by
-//! length without N), the first 50 in byte order, each optional.
+//! length without N), the first `fathom.fts_max_expansions` (50) in byte
+//! order that keep its first `fathom.fts_prefix_length` (0) characters,
+//! each optional.
 //!
 //! [`FtsRule`] turns `ORDER BY _score DESC LIMIT k` over `fts(...)` into
 //! a top-k search (block-max WAND: most matching rows are never scored);
@@ -464,11 +466,20 @@ pub(crate) fn plan_fts(
             segments,
         });
     }
+    let (max_expansions, prefix_length) = state
+        .config_options()
+        .extensions
+        .get::<crate::knn::FathomOptions>()
+        .map_or((fathom_index::fts::search::MAX_EXPANSIONS, 0), |o| {
+            (o.fts_max_expansions, o.fts_prefix_length)
+        });
     let spec = FtsSpec {
         fields,
         query: search.query.clone(),
         op: search.op,
         k,
+        max_expansions,
+        prefix_length,
     };
     Ok(Arc::new(FtsExec::new(
         ds,

@@ -71,6 +71,12 @@ extensions_options! {
         /// and re-evaluates them, 'fragments' scans their whole fragments
         /// flat.
         pub overlay_exclusion: String, default = "rows".to_string()
+        /// Full-text search: vocabulary terms a fuzzy query term
+        /// (`word~N`) expands to at most (Lance's `max_expansions`).
+        pub fts_max_expansions: usize, default = 50
+        /// Full-text search: leading characters a fuzzy term's expansions
+        /// keep unchanged (Lance's `prefix_length`).
+        pub fts_prefix_length: usize, default = 0
     }
 }
 

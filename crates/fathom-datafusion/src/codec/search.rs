@@ -11,6 +11,7 @@ use datafusion::error::Result;
 use datafusion::physical_plan::ExecutionPlan;
 use fathom_index::IndexCache;
 use fathom_index::fts::MatchOp;
+use fathom_index::fts::search::MAX_EXPANSIONS;
 use fathom_index::vector::Metric;
 use fathom_table::Dataset;
 
@@ -131,6 +132,8 @@ pub(super) fn encode(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Kind>> {
                 .collect(),
             has_prefilter: n.has_prefilter(),
             schema: Some(schema.as_ref().try_into()?),
+            max_expansions: Some(s.max_expansions as u64),
+            prefix_length: s.prefix_length as u64,
         })));
     }
     Ok(None)
@@ -209,6 +212,8 @@ pub(super) fn dec_fts(
         query: m.query,
         op,
         k: m.k.map(|k| k as usize),
+        max_expansions: m.max_expansions.map_or(MAX_EXPANSIONS, |n| n as usize),
+        prefix_length: m.prefix_length as usize,
     };
     Ok(Arc::new(FtsExec::new(
         ds,

@@ -360,4 +360,9 @@ pub struct Fts {
     pub has_prefilter: bool,
     #[prost(message, optional, tag = "13")]
     pub schema: Option<Schema>,
+    /// Fuzzy terms: most expansions (absent: Lance's 50).
+    #[prost(uint64, optional, tag = "14")]
+    pub max_expansions: Option<u64>,
+    #[prost(uint64, tag = "15")]
+    pub prefix_length: u64,
 }

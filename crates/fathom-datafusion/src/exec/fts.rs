@@ -46,7 +46,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect,
 };
 use fathom_index::IndexCache;
-use fathom_index::fts::search::{MAX_EXPANSIONS, Query, TopK, accepts};
+use fathom_index::fts::search::{Query, TopK, accepts};
 use fathom_index::fts::{Analyzer, Corpus, FtsParams, FtsSegment, MatchOp, Scored};
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
@@ -80,6 +80,11 @@ pub struct FtsSpec {
     pub op: MatchOp,
     /// Rows wanted (best first); `None`: every matching row.
     pub k: Option<usize>,
+    /// Fuzzy terms: most expansions of each, and leading characters an
+    /// expansion shares with the term (`fathom.fts_max_expansions`,
+    /// `fathom.fts_prefix_length`).
+    pub max_expansions: usize,
+    pub prefix_length: usize,
 }
 
 /// The node's properties: one partition, rows best first (by `_score`
@@ -574,6 +579,20 @@ impl FtsRun {
             .map(|f| f.automaton())
             .collect::<fathom_index::Result<Vec<_>>>()
             .map_err(ext)?;
+        // An expansion keeps the term's first `prefix_length` characters
+        // (Lucene's and Lance's `prefix_length`; a shorter term whole).
+        let prefixes: Vec<&str> = q
+            .fuzzy
+            .iter()
+            .map(|f| {
+                let t = f.token.as_str();
+                let end = t
+                    .char_indices()
+                    .nth(self.spec.prefix_length)
+                    .map_or(t.len(), |(i, _)| i);
+                &t[..end]
+            })
+            .collect();
         let mut found: Vec<BTreeSet<String>> = vec![BTreeSet::new(); autos.len()];
         let mut seen: HashSet<String> = HashSet::new();
         for b in flat_rows {
@@ -586,7 +605,7 @@ impl FtsRun {
                     }
                     seen.insert(tok.to_string());
                     for (j, a) in autos.iter().enumerate() {
-                        if accepts(a, tok) {
+                        if tok.starts_with(prefixes[j]) && accepts(a, tok) {
                             found[j].insert(tok.to_string());
                         }
                     }
@@ -597,7 +616,7 @@ impl FtsRun {
             let stale = stale_rows(ds, s);
             for (j, f) in q.fuzzy.iter().enumerate() {
                 for t in seg.fuzzy_terms(f).map_err(ext)? {
-                    if found[j].contains(&t) {
+                    if !t.starts_with(prefixes[j]) || found[j].contains(&t) {
                         continue;
                     }
                     if seg
@@ -613,7 +632,7 @@ impl FtsRun {
         }
         Ok(found
             .into_iter()
-            .map(|f| f.into_iter().take(MAX_EXPANSIONS).collect())
+            .map(|f| f.into_iter().take(self.spec.max_expansions).collect())
             .collect())
     }
 

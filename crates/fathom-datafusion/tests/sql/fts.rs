@@ -1191,6 +1191,12 @@ impl Model {
     /// for the 3-letter words here) replaced by the terms of the counted
     /// rows within its distance, the first 50 in byte order.
     fn expand_fuzzy(&self, query: &str) -> String {
+        self.expand_fuzzy_with(query, 50, 0)
+    }
+
+    /// As `expand_fuzzy`, with at most `max` terms per fuzzy word, each
+    /// starting with the word's first `prefix` characters.
+    fn expand_fuzzy_with(&self, query: &str, max: usize, prefix: usize) -> String {
         let vocab: std::collections::BTreeSet<String> = self
             .counted()
             .iter()
@@ -1202,10 +1208,11 @@ impl Model {
                 Some((word, d)) => {
                     let d: usize = if d.is_empty() { 1 } else { d.parse().unwrap() };
                     let word = word.to_lowercase();
+                    let head: String = word.chars().take(prefix).collect();
                     vocab
                         .iter()
-                        .filter(|t| levenshtein(t, &word) <= d)
-                        .take(50)
+                        .filter(|t| t.starts_with(&head) && levenshtein(t, &word) <= d)
+                        .take(max)
                         .cloned()
                         .collect::<Vec<_>>()
                         .join(" ")
@@ -1301,6 +1308,40 @@ async fn fuzzy_terms_equal_brute_force() {
     }
     // BAB~2 reaches more than 50 terms here: the cap is exercised.
     assert!(m.expand_fuzzy("bab~2").split(' ').count() == 50);
+    // Lance's other fuzzy knobs, as session settings: fewer expansions,
+    // and a prefix each expansion keeps.
+    for (max, prefix) in [(7, 0), (50, 1), (3, 2)] {
+        run_sql(&ctx, &format!("SET fathom.fts_max_expansions = {max}"))
+            .await
+            .unwrap();
+        run_sql(&ctx, &format!("SET fathom.fts_prefix_length = {prefix}"))
+            .await
+            .unwrap();
+        for q in queries {
+            let expanded = m.expand_fuzzy_with(q, max, prefix);
+            let want = m.search(&expanded, false, &|_| true);
+            let what =
+                format!("max_expansions {max}, prefix_length {prefix}: '{q}' as '{expanded}'");
+            let all = scored(
+                &ctx,
+                &format!("SELECT id, _score FROM fts('t', 'body', '{q}') ORDER BY _score DESC, id"),
+            )
+            .await;
+            same(&all, &want, None, &what);
+        }
+    }
+    assert_eq!(m.expand_fuzzy_with("bab~2", 7, 0).split(' ').count(), 7);
+    assert!(
+        m.expand_fuzzy_with("bab~2", 50, 1)
+            .split(' ')
+            .all(|t| t.starts_with('b'))
+    );
+    run_sql(&ctx, "SET fathom.fts_max_expansions = 50")
+        .await
+        .unwrap();
+    run_sql(&ctx, "SET fathom.fts_prefix_length = 0")
+        .await
+        .unwrap();
     for (bad, msg) in [
         ("bab~3", "0, 1 or 2"),
         ("bab~x", "0, 1 or 2"),
