@@ -364,25 +364,7 @@ async fn main() {
         );
         // Where the uncached time goes: SQL to a logical plan (tables and
         // table functions resolved), to a physical plan, and the run.
-        let mut stages = [Vec::new(), Vec::new(), Vec::new()];
-        for _ in 0..runs {
-            let t0 = std::time::Instant::now();
-            let df = ctx.sql(&s).await.unwrap();
-            let t1 = std::time::Instant::now();
-            let plan = df.create_physical_plan().await.unwrap();
-            let t2 = std::time::Instant::now();
-            datafusion::physical_plan::collect(plan, ctx.task_ctx())
-                .await
-                .unwrap();
-            let t3 = std::time::Instant::now();
-            for (v, d) in stages.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2]) {
-                v.push(d.as_secs_f64() * 1e3);
-            }
-        }
-        let [a, b, c] = stages.map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        });
+        let (a, b, c) = common::phases(&ctx, &s, runs).await;
         println!("  stages (medians, ms): sql {a:.3}, physical plan {b:.3}, run {c:.3}");
         let cache = fathom_datafusion::PlanCache::new(4);
         println!(

@@ -96,11 +96,40 @@ async fn timed(ctx: &SessionContext, sql: &str) -> f64 {
     common::median(ts)
 }
 
+/// Profiling aid: `FATHOM_BENCH_LOOP="<mode>@<fresh|updated>|<sql over t>"`
+/// runs the query `FATHOM_BENCH_LOOP_N` times (3,000) at that phase of that
+/// mode's run (`<mode>` alone means after its update), prints its EXPLAIN
+/// ANALYZE and the time by stage, and exits.
+fn loop_query(mode: &str, phase: &str) -> Option<String> {
+    let v = std::env::var("FATHOM_BENCH_LOOP").ok()?;
+    let (at, sql) = v.split_once('|')?;
+    let (m, p) = at.split_once('@').unwrap_or((at, "updated"));
+    (m == mode && p == phase).then(|| sql.to_string())
+}
+
+async fn profile_loop(ctx: &SessionContext, sql: &str) {
+    common::print_explain_analyze(ctx, sql).await;
+    let n: usize = std::env::var("FATHOM_BENCH_LOOP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let (a, b, c) = common::phases(ctx, sql, n).await;
+    println!(
+        "{sql}: medians of {n} runs: {:.3} ms (sql {a:.3}, physical plan {b:.3}, run {c:.3})",
+        a + b + c
+    );
+}
+
 const UPDATE: &str = "UPDATE t SET k = (k + 1) % 1000 WHERE id % 100 = 7";
 
 #[tokio::main]
 async fn main() {
     let rows = common::rows();
+    // `FATHOM_BENCH_ONLY=wide`: only the wide-table update costs.
+    if std::env::var("FATHOM_BENCH_ONLY").is_ok_and(|v| v == "wide") {
+        wide_update(rows).await;
+        return;
+    }
     let point = (123_457 % rows) as i64;
     // (label, SQL over t, pylance columns, pylance filter)
     let queries = [
@@ -183,6 +212,10 @@ async fn main() {
         };
         let (n, t, o) = phase(format!("fresh index ({mode} run)"), ctx.clone()).await;
         record(n, t, o, 0);
+        if let Some(sql) = loop_query(mode, "fresh") {
+            profile_loop(&ctx, &sql).await;
+            return;
+        }
         run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
             .await
             .unwrap();
@@ -199,43 +232,8 @@ async fn main() {
         )
         .await;
         record(n, t, o, 1);
-        // Profiling aid: FATHOM_BENCH_LOOP="<mode>|<sql over t>" runs the
-        // query FATHOM_BENCH_LOOP_N times (3,000) after that mode's update,
-        // prints planning and execution time, and exits.
-        if let Some((m, sql)) = std::env::var("FATHOM_BENCH_LOOP").ok().and_then(|v| {
-            v.split_once('|')
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-        }) && m == *mode
-        {
-            for b in run_sql(&ctx, &format!("EXPLAIN ANALYZE {sql}"))
-                .await
-                .unwrap()
-            {
-                let text = datafusion::arrow::util::pretty::pretty_format_batches(&b.1).unwrap();
-                println!("{text}");
-            }
-            let (mut plan_s, mut exec_s) = (0.0, 0.0);
-            let n: usize = std::env::var("FATHOM_BENCH_LOOP_N")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(3000);
-            for _ in 0..n {
-                let t = Instant::now();
-                let df = ctx.sql(&sql).await.unwrap();
-                let plan = df.create_physical_plan().await.unwrap();
-                plan_s += t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                datafusion::physical_plan::collect(plan, ctx.task_ctx())
-                    .await
-                    .unwrap();
-                exec_s += t.elapsed().as_secs_f64();
-            }
-            println!(
-                "{sql}: {:.3} ms per run ({:.3} planning, {:.3} executing)",
-                (plan_s + exec_s) * 1e3 / n as f64,
-                plan_s * 1e3 / n as f64,
-                exec_s * 1e3 / n as f64
-            );
+        if let Some(sql) = loop_query(mode, "updated") {
+            profile_loop(&ctx, &sql).await;
             return;
         }
         let t0 = Instant::now();
@@ -344,6 +342,122 @@ async fn main() {
     }
     compaction_strategies(rows, &data, &queries).await;
     costly_index_compaction(rows / 5).await;
+    wide_update(rows).await;
+}
+
+/// What the same 1% update of one narrow column costs by mode when the
+/// rows are wide: `rows` rows (id, k, a 128-d float32 embedding, a
+/// 12-word text; ~650 bytes a row) in 10 fragments, a B-tree on k; `UPDATE`
+/// of `k` where `id % 100 = 7` on fresh copies, three times per mode,
+/// interleaved. Moving the rows rewrites their embeddings and text;
+/// rewriting the column rewrites all of `k`; an overlay writes the changed
+/// cells. The results are checked equal across modes.
+async fn wide_update(rows: usize) {
+    const DIM: usize = 128;
+    let mut rng = StdRng::seed_from_u64(17);
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Int64, false),
+        Field::new(
+            "emb",
+            DataType::FixedSizeList(item.clone(), DIM as i32),
+            false,
+        ),
+        Field::new("body", DataType::Utf8, false),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.lance").to_str().unwrap().to_string();
+    {
+        let mut data = vec![];
+        for start in (0..rows).step_by(50_000) {
+            let n = 50_000.min(rows - start);
+            let vals: Vec<f32> = (0..n * DIM)
+                .map(|_| rng.random_range(-1.0f32..1.0))
+                .collect();
+            let bodies: Vec<String> = (0..n)
+                .map(|_| {
+                    (0..12)
+                        .map(|_| format!("w{}", (rng.random::<f64>().powi(3) * 2000.0) as usize))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            data.push(
+                RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        Arc::new(Int64Array::from_iter_values(
+                            start as i64..(start + n) as i64,
+                        )),
+                        Arc::new(Int64Array::from_iter_values(
+                            (0..n).map(|_| rng.random_range(0..1000)),
+                        )),
+                        Arc::new(
+                            arrow_array::FixedSizeListArray::try_new(
+                                item.clone(),
+                                DIM as i32,
+                                Arc::new(arrow_array::Float32Array::from(vals)),
+                                None,
+                            )
+                            .unwrap(),
+                        ),
+                        Arc::new(StringArray::from(bodies)),
+                    ],
+                )
+                .unwrap(),
+            );
+        }
+        let ds = write(&base, &data, rows).await;
+        create_index(&ds, "k_idx", "k", IndexKind::BTREE)
+            .await
+            .unwrap();
+    }
+    let modes = ["rows", "columns", "overlay"];
+    let mut seconds: Vec<Vec<f64>> = vec![vec![]; modes.len()];
+    let mut first: Option<Vec<String>> = None;
+    for trial in 0..3 {
+        for (m, mode) in modes.iter().enumerate() {
+            let uri = dir.path().join(format!("{mode}{trial}.lance"));
+            let copied = std::process::Command::new("cp")
+                .args(["-r", &base, uri.to_str().unwrap()])
+                .status()
+                .unwrap();
+            assert!(copied.success());
+            let ds = Dataset::open(uri.to_str().unwrap()).await.unwrap();
+            let ctx = common::session();
+            fathom_datafusion::add_vector_search(&ctx);
+            ctx.register_table("t", Arc::new(FathomTable::new(ds, TableOptions::default())))
+                .unwrap();
+            run_sql(&ctx, &format!("SET fathom.update_mode = '{mode}'"))
+                .await
+                .unwrap();
+            let t0 = Instant::now();
+            run_sql(&ctx, UPDATE).await.unwrap();
+            seconds[m].push(t0.elapsed().as_secs_f64());
+            let out = common::sorted_text(
+                &ctx,
+                "SELECT k, count(*) FROM t WHERE id % 100 = 7 AND k < 5 GROUP BY k",
+            )
+            .await;
+            match &first {
+                None => first = Some(out),
+                Some(f) => assert_eq!(f, &out, "{mode}: rows differ between update modes"),
+            }
+            std::fs::remove_dir_all(&uri).unwrap();
+        }
+    }
+    let med: Vec<f64> = seconds.into_iter().map(common::median).collect();
+    println!(
+        "UPDATE of 1% of k on a wide table ({rows} rows, k + 128-d embedding + 12-word text), \
+         median of 3 (ms): rows {:.1}, columns {:.1}, overlay {:.1}; \
+         overlay / rows {:.2} (target: at most 0.2), columns / rows {:.2}",
+        med[0] * 1e3,
+        med[1] * 1e3,
+        med[2] * 1e3,
+        med[2] / med[0],
+        med[1] / med[0]
+    );
 }
 
 /// Compaction where the indexes are costly to build: `rows` rows (id, a

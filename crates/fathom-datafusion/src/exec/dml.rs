@@ -12,6 +12,9 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{
+    self, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, execute_stream,
@@ -89,6 +92,15 @@ pub struct DmlExec {
     dataset: Dataset,
     kind: DmlKind,
     props: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+/// Where a DML statement's time went (EXPLAIN ANALYZE): finding the rows
+/// (running the input, evaluating the new values) and writing them (data,
+/// deletion or overlay files, and the commit).
+struct DmlTimes {
+    find: metrics::Time,
+    write: metrics::Time,
 }
 
 pub fn count_schema() -> SchemaRef {
@@ -112,6 +124,7 @@ impl DmlExec {
             dataset,
             kind,
             props,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -173,6 +186,7 @@ async fn run(
     planned: Dataset,
     kind: DmlKind,
     ctx: Arc<TaskContext>,
+    times: DmlTimes,
 ) -> Result<u64> {
     let ds = match &kind {
         // An append composes with whatever committed since planning.
@@ -239,11 +253,14 @@ async fn run(
             Ok(rows)
         }
         DmlKind::Delete { input } => {
+            let find = times.find.timer();
             let mut stream = execute_stream(input, ctx)?;
             let mut addrs = Vec::new();
             while let Some(batch) = stream.try_next().await? {
                 addrs.extend(addresses(&batch)?.values().iter().copied());
             }
+            find.done();
+            let _write = times.write.timer();
             let (new, n) = ds.delete_rows_counted(&addrs).await.map_err(to_df)?;
             state.set(new);
             Ok(n)
@@ -253,6 +270,7 @@ async fn run(
             assignments,
             mode,
         } => {
+            let find = times.find.timer();
             let mut stream = execute_stream(input, ctx)?;
             // The matched rows' addresses and the new values of the set
             // columns; the rest of each row is read only if rows move.
@@ -304,6 +322,8 @@ async fn run(
                 .map(|&i| table_schema.field(i).name().as_str())
                 .collect();
             let n = addrs.len() as u64;
+            find.done();
+            let _write = times.write.timer();
             let mode = mode.unwrap_or_else(|| match ds.cheaper_update(&addrs, &values) {
                 UpdateMode::RewriteColumns => UpdateStrategy::Columns,
                 UpdateMode::RewriteRows => UpdateStrategy::Rows,
@@ -341,6 +361,9 @@ impl ExecutionPlan for DmlExec {
     /// It gathers addresses: splitting its input for it buys nothing.
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false]
+    }
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
     fn apply_expressions(
         &self,
@@ -392,8 +415,19 @@ impl ExecutionPlan for DmlExec {
         let state = self.state.clone();
         let planned = self.dataset.clone();
         let kind = self.kind.clone();
+        // An INSERT's reading and writing interleave: not split.
+        let times = match &kind {
+            DmlKind::Insert { .. } => DmlTimes {
+                find: metrics::Time::new(),
+                write: metrics::Time::new(),
+            },
+            _ => DmlTimes {
+                find: MetricBuilder::new(&self.metrics).subset_time("find_time", 0),
+                write: MetricBuilder::new(&self.metrics).subset_time("write_time", 0),
+            },
+        };
         let fut = async move {
-            let n = run(state, planned, kind, ctx).await?;
+            let n = run(state, planned, kind, ctx, times).await?;
             Ok(RecordBatch::try_new(
                 count_schema(),
                 vec![Arc::new(UInt64Array::from(vec![n]))],

@@ -13,7 +13,7 @@ use fathom_table::{Dataset, WriteMode, WriteParams};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
-use super::common::{ids, rows};
+use super::common::{ids, rows, text};
 
 fn data(n: usize, seed: u64) -> RecordBatch {
     rows(0, n, &mut rand::rngs::StdRng::seed_from_u64(seed))
@@ -154,4 +154,33 @@ fn parallel_scan_covers_every_live_row_once() {
             vec![want.len() as i64]
         );
     });
+}
+
+/// EXPLAIN ANALYZE of an UPDATE or DELETE runs it and says where its time
+/// went: finding the rows, and writing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_dml_splits_find_and_write() {
+    let ctx = setup(5).await;
+    let before = ids(&ctx, "SELECT id FROM t WHERE id < 100 ORDER BY id").await;
+    for (sql, node) in [
+        ("UPDATE t SET k = 7 WHERE id < 100", "FathomUpdateExec"),
+        ("DELETE FROM t WHERE id < 50", "FathomDeleteExec"),
+    ] {
+        let text = text(&ctx, &format!("EXPLAIN ANALYZE {sql}")).await;
+        let line = text
+            .lines()
+            .find(|l| l.contains(node))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            line.contains("find_time=") && line.contains("write_time="),
+            "{line}"
+        );
+    }
+    let k7 = ids(
+        &ctx,
+        "SELECT id FROM t WHERE k = 7 AND id < 100 ORDER BY id",
+    )
+    .await;
+    let want: Vec<i64> = before.into_iter().filter(|i| *i >= 50).collect();
+    assert_eq!(k7, want);
 }

@@ -132,7 +132,9 @@ pub async fn search(
         ScalarQuery::IsIn(list) => Some(crate::query::sorted_distinct(list.as_ref())?),
         _ => None,
     };
-    let mut out = RoaringTreemap::new();
+    // Matching ids gathered, then sorted once: one bulk build of the row
+    // set instead of a treemap insert per id.
+    let mut out: Vec<u64> = Vec::new();
     let mut data = None;
     for p in 0..hit.len() {
         if !hit.value(p) {
@@ -170,12 +172,18 @@ pub async fn search(
             continue;
         }
         let m = q.matches(page.values.as_ref())?;
-        for i in 0..m.len() {
-            if m.value(i) {
-                out.insert(page.ids.value(i));
-            }
-        }
+        out.extend(
+            m.values()
+                .set_indices()
+                .filter(|&i| m.is_valid(i))
+                .map(|i| page.ids.value(i)),
+        );
     }
+    if !out.is_sorted() {
+        out.sort_unstable();
+    }
+    out.dedup();
+    let out = RoaringTreemap::from_sorted_iter(out).expect("sorted and distinct");
     Ok(SearchResult::exact(out))
 }
 
