@@ -51,6 +51,7 @@ use fathom_index::segment::usable;
 use fathom_table::Dataset;
 
 use crate::exec::count::{CountRecheck, IndexCountExec};
+use crate::exec::count_union::CountUnionExec;
 use crate::exec::exclusion::{Exclusion, ExclusionExec};
 use crate::exec::index_scan::ScalarIndexExec;
 use crate::exec::overlaid::OverlaidRowsExec;
@@ -208,6 +209,10 @@ fn rewrite(agg: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     }
     if !any {
         return Ok(None);
+    }
+    // Every branch counted from sets: run them serially in one partition.
+    if children.iter().all(|c| c.is::<IndexCountExec>()) {
+        return Ok(Some(Arc::new(CountUnionExec::try_new(children)?)));
     }
     Ok(Some(UnionExec::try_new(children)?))
 }

@@ -39,6 +39,7 @@ use prost::Message;
 
 use crate::error::to_df;
 use crate::exec::count::{CountRecheck, IndexCountExec};
+use crate::exec::count_union::CountUnionExec;
 use crate::exec::dml::{DmlExec, DmlKind, UpdateStrategy};
 use crate::exec::exclusion::ExclusionExec;
 use crate::exec::index_scan::ScalarIndexExec;
@@ -441,6 +442,9 @@ impl FathomPhysicalCodec {
                 batch_size: n.batch_size() as u64,
             })));
         }
+        if node.is::<CountUnionExec>() {
+            return Ok(Some(Kind::CountUnion(wire::CountUnion {})));
+        }
         if let Some(n) = node.downcast_ref::<IndexCountExec>() {
             let schema: SchemaRef = n.schema();
             return Ok(Some(Kind::Count(wire::IndexCount {
@@ -618,6 +622,7 @@ impl FathomPhysicalCodec {
                     None => count,
                 })
             }
+            Kind::CountUnion(_) => Arc::new(CountUnionExec::try_new(inputs.to_vec())?),
             Kind::Knn(m) => search::dec_knn(m, inputs, &self.cache)?,
             Kind::Fts(m) => search::dec_fts(m, inputs, &self.cache)?,
             Kind::Take(m) => {

@@ -5,7 +5,7 @@ use datafusion_proto::protobuf::{PhysicalExprNode, Schema};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Node {
-    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9")]
+    #[prost(oneof = "node::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]
     pub kind: Option<node::Kind>,
 }
 pub mod node {
@@ -31,8 +31,14 @@ pub mod node {
         Fts(super::Fts),
         #[prost(message, tag = "9")]
         Overlaid(super::OverlaidRows),
+        #[prost(message, tag = "10")]
+        CountUnion(super::CountUnion),
     }
 }
+
+/// `CountUnionExec`: its branches are its inputs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CountUnion {}
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Dataset {

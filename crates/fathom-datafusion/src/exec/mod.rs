@@ -2,6 +2,7 @@
 
 pub mod common;
 pub mod count;
+pub mod count_union;
 pub mod dml;
 pub mod exclusion;
 pub mod fts;
