@@ -347,6 +347,68 @@ async fn main() {
     wide_update(rows).await;
 }
 
+/// The wide tables' data: `rows` rows of `id`, `k` in 0..1000 (when
+/// `with_k`), a `dim`-d float32 `emb` near one of 64 random centres and a
+/// 12-word `body` from a skewed 2,000-word vocabulary, in batches of 50,000.
+/// Returns the batches and the centres (to draw queries near the data).
+fn embedded_text(
+    rows: usize,
+    dim: usize,
+    with_k: bool,
+    seed: u64,
+) -> (Vec<RecordBatch>, Vec<Vec<f32>>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let centres: Vec<Vec<f32>> = (0..64)
+        .map(|_| (0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect())
+        .collect();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let mut fields = vec![Field::new("id", DataType::Int64, false)];
+    if with_k {
+        fields.push(Field::new("k", DataType::Int64, false));
+    }
+    fields.push(Field::new(
+        "emb",
+        DataType::FixedSizeList(item.clone(), dim as i32),
+        false,
+    ));
+    fields.push(Field::new("body", DataType::Utf8, false));
+    let schema = Arc::new(Schema::new(fields));
+    let mut data = vec![];
+    for start in (0..rows).step_by(50_000) {
+        let n = 50_000.min(rows - start);
+        let mut vals = Vec::with_capacity(n * dim);
+        let mut bodies = Vec::with_capacity(n);
+        for _ in 0..n {
+            let c = &centres[rng.random_range(0..64)];
+            vals.extend(c.iter().map(|x| x + rng.random_range(-0.2f32..0.2)));
+            let words: Vec<String> = (0..12)
+                .map(|_| format!("w{}", (rng.random::<f64>().powi(3) * 2000.0) as usize))
+                .collect();
+            bodies.push(words.join(" "));
+        }
+        let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(Int64Array::from_iter_values(
+            start as i64..(start + n) as i64,
+        ))];
+        if with_k {
+            columns.push(Arc::new(Int64Array::from_iter_values(
+                (0..n).map(|_| rng.random_range(0..1000)),
+            )));
+        }
+        columns.push(Arc::new(
+            arrow_array::FixedSizeListArray::try_new(
+                item.clone(),
+                dim as i32,
+                Arc::new(arrow_array::Float32Array::from(vals)),
+                None,
+            )
+            .unwrap(),
+        ));
+        columns.push(Arc::new(StringArray::from(bodies)));
+        data.push(RecordBatch::try_new(schema.clone(), columns).unwrap());
+    }
+    (data, centres)
+}
+
 /// What the same 1% update of one narrow column costs by mode when the
 /// rows are wide: `rows` rows (id, k, a 128-d float32 embedding, a
 /// 12-word text; ~650 bytes a row) in 10 fragments, a B-tree on k; `UPDATE`
@@ -355,61 +417,10 @@ async fn main() {
 /// rewriting the column rewrites all of `k`; an overlay writes the changed
 /// cells. The results are checked equal across modes.
 async fn wide_update(rows: usize) {
-    const DIM: usize = 128;
-    let mut rng = StdRng::seed_from_u64(17);
-    let item = Arc::new(Field::new("item", DataType::Float32, true));
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("k", DataType::Int64, false),
-        Field::new(
-            "emb",
-            DataType::FixedSizeList(item.clone(), DIM as i32),
-            false,
-        ),
-        Field::new("body", DataType::Utf8, false),
-    ]));
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base.lance").to_str().unwrap().to_string();
     {
-        let mut data = vec![];
-        for start in (0..rows).step_by(50_000) {
-            let n = 50_000.min(rows - start);
-            let vals: Vec<f32> = (0..n * DIM)
-                .map(|_| rng.random_range(-1.0f32..1.0))
-                .collect();
-            let bodies: Vec<String> = (0..n)
-                .map(|_| {
-                    (0..12)
-                        .map(|_| format!("w{}", (rng.random::<f64>().powi(3) * 2000.0) as usize))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .collect();
-            data.push(
-                RecordBatch::try_new(
-                    schema.clone(),
-                    vec![
-                        Arc::new(Int64Array::from_iter_values(
-                            start as i64..(start + n) as i64,
-                        )),
-                        Arc::new(Int64Array::from_iter_values(
-                            (0..n).map(|_| rng.random_range(0..1000)),
-                        )),
-                        Arc::new(
-                            arrow_array::FixedSizeListArray::try_new(
-                                item.clone(),
-                                DIM as i32,
-                                Arc::new(arrow_array::Float32Array::from(vals)),
-                                None,
-                            )
-                            .unwrap(),
-                        ),
-                        Arc::new(StringArray::from(bodies)),
-                    ],
-                )
-                .unwrap(),
-            );
-        }
+        let (data, _) = embedded_text(rows, 128, true, 17);
         let ds = write(&base, &data, rows).await;
         create_index(&ds, "k_idx", "k", IndexKind::BTREE)
             .await
@@ -469,56 +480,7 @@ async fn wide_update(rows: usize) {
 /// re-indexed (encoding and tokenizing the new fragment); a vector and a
 /// full-text top 10 after each, checked equal.
 async fn costly_index_compaction(rows: usize) {
-    const DIM: usize = 64;
-    let mut rng = StdRng::seed_from_u64(5);
-    let centres: Vec<Vec<f32>> = (0..64)
-        .map(|_| (0..DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect())
-        .collect();
-    let item = Arc::new(Field::new("item", DataType::Float32, true));
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new(
-            "emb",
-            DataType::FixedSizeList(item.clone(), DIM as i32),
-            false,
-        ),
-        Field::new("body", DataType::Utf8, false),
-    ]));
-    let mut data = vec![];
-    for start in (0..rows).step_by(50_000) {
-        let n = 50_000.min(rows - start);
-        let mut vals = Vec::with_capacity(n * DIM);
-        let mut bodies = Vec::with_capacity(n);
-        for _ in 0..n {
-            let c = &centres[rng.random_range(0..64)];
-            vals.extend(c.iter().map(|x| x + rng.random_range(-0.2f32..0.2)));
-            let words: Vec<String> = (0..12)
-                .map(|_| format!("w{}", (rng.random::<f64>().powi(3) * 2000.0) as usize))
-                .collect();
-            bodies.push(words.join(" "));
-        }
-        data.push(
-            RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(Int64Array::from_iter_values(
-                        start as i64..(start + n) as i64,
-                    )),
-                    Arc::new(
-                        arrow_array::FixedSizeListArray::try_new(
-                            item.clone(),
-                            DIM as i32,
-                            Arc::new(arrow_array::Float32Array::from(vals)),
-                            None,
-                        )
-                        .unwrap(),
-                    ),
-                    Arc::new(StringArray::from(bodies)),
-                ],
-            )
-            .unwrap(),
-        );
-    }
+    let (data, centres) = embedded_text(rows, 64, false, 5);
     let q: Vec<String> = centres[7].iter().map(|x| format!("{x:?}")).collect();
     let queries = [
         format!(

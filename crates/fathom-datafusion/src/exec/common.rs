@@ -70,6 +70,19 @@ pub fn single_partition(schema: SchemaRef) -> Arc<PlanProperties> {
     ))
 }
 
+/// The check at the top of `execute` for a node with one output
+/// partition: any other partition number is an internal error naming the
+/// node.
+pub fn only_partition(node: &str, partition: usize) -> Result<()> {
+    if partition == 0 {
+        Ok(())
+    } else {
+        Err(DataFusionError::Internal(format!(
+            "{node} has one partition, asked for {partition}"
+        )))
+    }
+}
+
 /// Sorted addresses as batches of at most `batch_size`: each batch's
 /// values are filled straight from the iterator into the buffer the array
 /// then owns (no intermediate vector of all addresses, no copy).

@@ -22,7 +22,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
 
-use super::common::single_partition;
+use super::common::{only_partition, single_partition};
 
 /// Count branches run serially, their rows output as one partition (see
 /// the module documentation).
@@ -101,11 +101,7 @@ impl ExecutionPlan for CountUnionExec {
         partition: usize,
         ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "CountUnionExec has one partition, asked for {partition}"
-            )));
-        }
+        only_partition("CountUnionExec", partition)?;
         let streams = self
             .branches
             .iter()

@@ -22,6 +22,7 @@ use datafusion::physical_plan::{
 use fathom_table::{Dataset, Operation, UpdateMode, WriteParams};
 use futures::{StreamExt, TryStreamExt};
 
+use super::common::only_partition;
 use crate::error::to_df;
 use crate::provider::TableState;
 
@@ -407,11 +408,7 @@ impl ExecutionPlan for DmlExec {
         partition: usize,
         ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "DmlExec has one partition, asked for {partition}"
-            )));
-        }
+        only_partition("DmlExec", partition)?;
         let state = self.state.clone();
         let planned = self.dataset.clone();
         let kind = self.kind.clone();

@@ -51,7 +51,7 @@ use fathom_index::fts::{Analyzer, Corpus, FtsParams, FtsSegment, MatchOp, Scored
 use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
 
-use super::common::{Deleted, single_partition, text_at};
+use super::common::{Deleted, only_partition, single_partition, text_at};
 use super::knn::KnnSegment;
 use crate::error::to_df;
 
@@ -289,11 +289,7 @@ impl ExecutionPlan for FtsExec {
         partition: usize,
         ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "FtsExec has one partition; {partition} requested"
-            )));
-        }
+        only_partition("FtsExec", partition)?;
         let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let counters = Counters {
             scored: m("docs_scored"),

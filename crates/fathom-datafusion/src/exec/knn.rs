@@ -43,7 +43,7 @@ use fathom_table::scan::Projection;
 use fathom_table::{Dataset, RowAddress, RowSet};
 use roaring::RoaringBitmap;
 
-use super::common::single_partition;
+use super::common::{only_partition, single_partition};
 use super::exclusion::Exclusion;
 use crate::error::to_df;
 use crate::plan::ExclusionSource;
@@ -220,11 +220,7 @@ impl ExecutionPlan for KnnExec {
         partition: usize,
         ctx: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "KnnExec has one partition; {partition} requested"
-            )));
-        }
+        only_partition("KnnExec", partition)?;
         let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let counters = Counters {
             probed: m("partitions_probed"),
