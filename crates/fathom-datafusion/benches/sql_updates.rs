@@ -116,6 +116,8 @@ async fn profile_loop(ctx: &SessionContext, sql: &str) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3000);
     let (a, b, c) = common::phases(ctx, sql, n).await;
+    // Warm now: the metrics of one more run.
+    common::print_explain_analyze(ctx, sql).await;
     println!(
         "{sql}: medians of {n} runs: {:.3} ms (sql {a:.3}, physical plan {b:.3}, run {c:.3})",
         a + b + c

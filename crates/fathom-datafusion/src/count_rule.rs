@@ -424,7 +424,7 @@ fn grouping_index(ds: &Dataset, column: &str, ex: &Exclusion) -> Option<String> 
         for s in manifest.indices.iter().filter(|s| s.name == name) {
             if let (Ok(_), Some(b)) = (usable(s), &s.fragment_bitmap) {
                 // A group an overlay changed since the build is stale there.
-                if !fathom_table::overlay::overlaid_rows(ds.overlaid(), s).is_empty() {
+                if !ds.overlaid_rows(s).is_empty() {
                     return None;
                 }
                 covered |= b;

@@ -118,7 +118,7 @@ pub(crate) fn choose_segments(
         for s in segs {
             let mut mine = (s.fragment_bitmap.as_ref().unwrap() & &current) - &covered;
             if whole_fragments {
-                for (f, _) in fathom_table::overlay::overlaid_rows(ds.overlaid(), s).fragments() {
+                for (f, _) in ds.overlaid_rows(s).fragments() {
                     mine.remove(f.0);
                 }
             }
@@ -150,7 +150,7 @@ pub(crate) fn overlaid_input(
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let mut overlaid = fathom_table::RowSet::new();
     for s in segments {
-        let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
+        let mut r = ds.overlaid_rows(&s.meta).as_ref().clone();
         r.retain_fragments(|x| s.fragments.contains(x.0));
         overlaid = overlaid | r;
     }

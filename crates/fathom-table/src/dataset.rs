@@ -46,7 +46,17 @@ pub struct Dataset {
     facts: Arc<OnceLock<ManifestFacts>>,
     /// Field ids of the schema's fields, in order.
     field_ids: Arc<[i32]>,
+    /// Fragment readers opened for this version, by fragment id and
+    /// whether they carry row ids (see `fragment_reader`).
+    readers: Arc<std::sync::Mutex<OpenReaders>>,
 }
+
+/// Open fragment readers by fragment id and whether they carry row ids.
+type OpenReaders = HashMap<(u64, bool), Arc<FragmentReader>>;
+
+/// Most fragment readers a version keeps open for reuse (the map is
+/// emptied when it would hold more).
+const MAX_CACHED_READERS: usize = 4096;
 
 impl std::fmt::Debug for Dataset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,6 +196,7 @@ impl Dataset {
             schema,
             cache,
             row_id_index: Arc::new(OnceLock::new()),
+            readers: Arc::default(),
             fragment_positions: Arc::new(OnceLock::new()),
             facts: Arc::new(OnceLock::new()),
             field_ids: manifest.schema.fields.iter().map(|f| f.id).collect(),
@@ -605,6 +616,12 @@ impl Dataset {
     pub fn overlaid(&self) -> impl Iterator<Item = &Fragment> {
         self.facts().overlaid(&self.manifest)
     }
+    /// The rows of segment `meta` (an index entry of this version) that
+    /// overlays changed since its build, found once per version (see
+    /// [`crate::overlay::overlaid_rows`]).
+    pub fn overlaid_rows(&self, meta: &crate::format::IndexMetadata) -> Arc<crate::RowSet> {
+        self.facts().overlaid_rows(&self.manifest, meta)
+    }
     /// Exact row count from metadata alone.
     pub fn count_rows(&self) -> u64 {
         self.facts().live_rows
@@ -622,23 +639,45 @@ impl Dataset {
             .await
     }
 
-    /// Opens a fragment for reading.
+    /// Opens a fragment for reading. A fragment of this version (the
+    /// manifest's own entry) is opened once and its reader shared by
+    /// every later call on any clone of this `Dataset`: its files,
+    /// deletions, overlays and row ids are fixed for the version, and
+    /// opening (overlays decoded, coverage united, files looked up) would
+    /// otherwise be paid again by every query and take.
     pub async fn fragment_reader(
         &self,
         fragment: &Fragment,
         need_row_ids: bool,
-    ) -> Result<FragmentReader> {
-        let ids = self.field_ids.clone();
-        FragmentReader::open(
-            &self.store,
-            &self.root,
-            &self.cache,
-            fragment,
-            self.schema.clone(),
-            ids,
-            need_row_ids && self.manifest.uses_stable_row_ids(),
-        )
-        .await
+    ) -> Result<Arc<FragmentReader>> {
+        let need_row_ids = need_row_ids && self.manifest.uses_stable_row_ids();
+        let key = (fragment.id, need_row_ids);
+        let own = self
+            .fragment(fragment.id)
+            .is_some_and(|f| std::ptr::eq(f, fragment));
+        if own && let Some(r) = self.readers.lock().unwrap().get(&key) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(
+            FragmentReader::open(
+                &self.store,
+                &self.root,
+                &self.cache,
+                fragment,
+                self.schema.clone(),
+                self.field_ids.clone(),
+                need_row_ids,
+            )
+            .await?,
+        );
+        if own {
+            let mut g = self.readers.lock().unwrap();
+            if g.len() >= MAX_CACHED_READERS {
+                g.clear();
+            }
+            g.insert(key, r.clone());
+        }
+        Ok(r)
     }
 }
 

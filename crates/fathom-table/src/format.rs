@@ -363,6 +363,9 @@ pub struct ManifestFacts {
     with_overlays: Vec<usize>,
     /// Rows not deleted.
     pub live_rows: u64,
+    /// Per segment of the manifest (by uuid), the rows overlays changed
+    /// since its build (`overlaid_rows`), found once per version.
+    overlaid_memo: std::sync::Mutex<HashMap<uuid::Uuid, std::sync::Arc<crate::RowSet>>>,
 }
 
 impl ManifestFacts {
@@ -394,6 +397,7 @@ impl ManifestFacts {
             ids,
             with_overlays,
             live_rows,
+            overlaid_memo: Default::default(),
         }
     }
 
@@ -401,6 +405,32 @@ impl ManifestFacts {
     /// data overlays.
     pub fn overlaid<'a>(&'a self, m: &'a Manifest) -> impl Iterator<Item = &'a Fragment> + 'a {
         self.with_overlays.iter().map(|&i| &m.fragments[i])
+    }
+
+    /// [`crate::overlay::overlaid_rows`] of segment `meta` in `m` (the
+    /// manifest these facts are of): found once per version for the
+    /// manifest's own entries, since planning asks it of every segment a
+    /// query uses, and it decodes and unites overlay coverage bitmaps.
+    pub fn overlaid_rows(
+        &self,
+        m: &Manifest,
+        meta: &IndexMetadata,
+    ) -> std::sync::Arc<crate::RowSet> {
+        if self.with_overlays.is_empty() {
+            return Default::default();
+        }
+        let own = m.indices.iter().any(|i| std::ptr::eq(i, meta));
+        if own && let Some(r) = self.overlaid_memo.lock().unwrap().get(&meta.uuid) {
+            return r.clone();
+        }
+        let r = std::sync::Arc::new(crate::overlay::overlaid_rows(self.overlaid(m), meta));
+        if own {
+            self.overlaid_memo
+                .lock()
+                .unwrap()
+                .insert(meta.uuid, r.clone());
+        }
+        r
     }
 }
 

@@ -376,10 +376,7 @@ pub(crate) fn plan_picks(id: i32, offsets: &[u64], overlays: &[&Overlay]) -> Pic
     // in file order (compared container by container, no walk).
     if sorted && let Some(j) = covs.iter().position(|c| !c.is_empty()) {
         let c = covs[j];
-        if c.len() == offsets.len() as u64
-            && RoaringBitmap::from_sorted_iter(offsets.iter().map(|&o| o as u32))
-                .is_ok_and(|sel| &sel == c)
-        {
+        if c.len() == offsets.len() as u64 && c.iter().map(u64::from).eq(offsets.iter().copied()) {
             wanted[j] = (0..offsets.len() as u64).collect();
             for (p, pick) in picks.iter_mut().enumerate() {
                 *pick = (1 + j, p);

@@ -92,7 +92,7 @@ impl Scanner {
                 let ds = ds.clone();
                 let projection = projection.clone();
                 async move {
-                    let reader = Arc::new(ds.fragment_reader(&f, projection.with_row_id).await?);
+                    let reader = ds.fragment_reader(&f, projection.with_row_id).await?;
                     let chunks = chunk_runs(&reader.live_runs(), batch_size);
                     Ok::<_, Error>(stream::iter(chunks).map(move |c| {
                         let reader = reader.clone();

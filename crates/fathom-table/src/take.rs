@@ -62,11 +62,10 @@ impl Taker {
                 self.ds.version()
             ))
         })?;
-        let r = Arc::new(
-            self.ds
-                .fragment_reader(frag, self.projection.with_row_id)
-                .await?,
-        );
+        let r = self
+            .ds
+            .fragment_reader(frag, self.projection.with_row_id)
+            .await?;
         g.insert(f, r.clone());
         Ok(r)
     }

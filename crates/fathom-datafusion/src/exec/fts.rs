@@ -348,7 +348,7 @@ struct FtsRun {
 /// segment's build: its documents for them are stale (left out of its
 /// answers and statistics; the flat input scores their current text).
 fn stale_rows(ds: &Dataset, s: &KnnSegment) -> RowSet {
-    let mut r = fathom_table::overlay::overlaid_rows(ds.overlaid(), &s.meta);
+    let mut r = ds.overlaid_rows(&s.meta).as_ref().clone();
     r.retain_fragments(|f| s.fragments.contains(f.0));
     r
 }

@@ -346,8 +346,7 @@ impl KnnRun {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 let frags = s.fragments.clone();
                 // Rows overlaid since the build: scored on the flat input.
-                let mut overlaid =
-                    fathom_table::overlay::overlaid_rows(self.dataset.overlaid(), &s.meta);
+                let mut overlaid = self.dataset.overlaid_rows(&s.meta).as_ref().clone();
                 overlaid.retain_fragments(|x| frags.contains(x.0));
                 let allow_fn = |id: u64| {
                     let a = RowAddress::from_u64(id);

@@ -299,14 +299,13 @@ impl ExecutionPlan for FragmentScanExec {
                         ))
                     })?;
                     fragments.add(1);
-                    let reader = Arc::new(
-                        ds.fragment_reader(
+                    let reader = ds
+                        .fragment_reader(
                             frag,
                             read.with_row_id || prefilter.as_ref().is_some_and(|p| p.0.with_row_id),
                         )
                         .await
-                        .map_err(to_df)?,
-                    );
+                        .map_err(to_df)?;
                     let runs: Vec<_> = reader
                         .live_runs()
                         .into_iter()

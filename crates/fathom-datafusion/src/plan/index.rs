@@ -140,8 +140,10 @@ pub(super) fn plan_index_branch(
     // Rows whose indexed values an overlay changed since a segment's build.
     let mut overlaid = RowSet::new();
     for s in used.clone() {
-        overlaid =
-            overlaid | fathom_table::overlay::overlaid_rows(snap.facts.overlaid(snap.manifest), s);
+        let rows = snap.facts.overlaid_rows(snap.manifest, s);
+        if !rows.is_empty() {
+            overlaid = overlaid | rows.as_ref().clone();
+        }
     }
     overlaid.retain_fragments(|f| covered.contains(f.0));
     if req.whole_fragment_overlays {
