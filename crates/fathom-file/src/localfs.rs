@@ -45,10 +45,13 @@ pub const INLINE_READ_BYTES: u64 = 1024 * 1024;
 /// process, and bytes handed out keep theirs alive).
 const MAX_MAPPED: usize = 4096;
 
-/// Files smaller than this are read in place, not mapped: a mapping per
-/// small file (a table of many tiny fragments) would cost more system
-/// calls than it saves and could exhaust the process's mappings.
-pub const MAP_MIN_BYTES: u64 = 256 * 1024;
+/// Files smaller than this (less than a page) are read in place, not
+/// mapped. Larger ones are mapped however small: a file read again (an
+/// overlay of a thousand cells, re-read by every query that re-evaluates
+/// its rows) then costs a lookup instead of an open, a read and a close
+/// each time (measured: the overlaid range query of `sql_updates` 0.86 ->
+/// 0.73 ms in its run stage). [`MAX_MAPPED`] bounds the mappings kept.
+pub const MAP_MIN_BYTES: u64 = 4 * 1024;
 
 #[derive(Debug)]
 struct Mapped {
