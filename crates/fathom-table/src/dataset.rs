@@ -26,7 +26,7 @@ use crate::scanner::Scanner;
 use crate::store::store_for_uri;
 use crate::transaction::Operation;
 use crate::versions::list_versions;
-use crate::write::{WriteParams, write_fragments};
+use crate::write::{WriteMode, WriteParams, write_fragments};
 
 /// One version of a dataset. Cheap to clone.
 #[derive(Clone)]
@@ -687,15 +687,4 @@ struct PreparedDelete {
     deleted_ids: Vec<u64>,
     new_deletions: HashMap<u64, RoaringBitmap>,
     count: u64,
-}
-
-/// How `Dataset::write` treats an existing dataset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteMode {
-    /// Fail if it exists.
-    Create,
-    /// Add rows (creating the dataset if needed).
-    Append,
-    /// Replace schema and rows (creating the dataset if needed).
-    Overwrite,
 }

@@ -250,3 +250,14 @@ pub async fn write_fragments(
     }
     w.finish().await
 }
+
+/// How `Dataset::write` treats an existing dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Fail if it exists.
+    Create,
+    /// Add rows (creating the dataset if needed).
+    Append,
+    /// Replace schema and rows (creating the dataset if needed).
+    Overwrite,
+}
