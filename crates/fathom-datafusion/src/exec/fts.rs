@@ -365,6 +365,8 @@ struct FlatHit {
     addr: u64,
     tf: Vec<u32>,
     len: u32,
+    /// Each term's positions, when matching needs them (phrases).
+    pos: Vec<Vec<u32>>,
 }
 
 impl FtsRun {
@@ -466,14 +468,16 @@ impl FtsRun {
                 let addrs = b.column(1).as_primitive::<UInt64Type>();
                 for i in 0..b.num_rows() {
                     let Some(t) = text_at(text, i) else { continue };
-                    let (tf, len, holds) = if self.spec.op == MatchOp::Phrase {
+                    // Matches do not depend on the statistics (bound
+                    // below): phrases are checked here, scores later.
+                    let (tf, len, pos, holds) = if probe.needs_positions() {
                         let (tf, len, pos) = probe.row_positions(analyzer, t);
                         let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
-                        let holds = tf.iter().all(|f| *f > 0) && probe.phrase_at(&refs);
-                        (tf, len, holds)
+                        let holds = probe.score_at(&tf, len, &refs).is_some();
+                        (tf, len, pos, holds)
                     } else {
                         let (tf, len) = probe.row(analyzer, t);
-                        (tf, len, true)
+                        (tf, len, vec![], true)
                     };
                     corpus.add_row(&terms, &tf, len);
                     if holds && tf.iter().any(|f| *f > 0) {
@@ -481,6 +485,7 @@ impl FtsRun {
                             addr: addrs.value(i),
                             tf,
                             len,
+                            pos,
                         });
                     }
                 }
@@ -538,7 +543,13 @@ impl FtsRun {
                 if allow.is_some_and(|a| !a.contains(RowAddress::from_u64(h.addr))) {
                     continue;
                 }
-                if let Some(score) = q.score(&h.tf, h.len) {
+                let score = if q.needs_positions() {
+                    let refs: Vec<&[u32]> = h.pos.iter().map(|p| p.as_slice()).collect();
+                    q.score_at(&h.tf, h.len, &refs)
+                } else {
+                    q.score(&h.tf, h.len)
+                };
+                if let Some(score) = score {
                     top.push(Scored {
                         addr: h.addr,
                         score,

@@ -348,12 +348,7 @@ impl ExecutionPlan for FragmentScanExec {
                                         let mask = boolean(
                                             f.evaluate(&first)?.into_array(first.num_rows())?,
                                         )?;
-                                        let offsets = c.iter().flat_map(|r| r.clone());
-                                        let matched: Vec<u64> = offsets
-                                            .zip(mask.iter())
-                                            .filter(|(_, m)| *m == Some(true))
-                                            .map(|(o, _)| o)
-                                            .collect();
+                                        let matched = selected_offsets(&c, &mask);
                                         let runs = fathom_file::reader::indices_to_runs(&matched);
                                         reader
                                             .read(&read, Rows::Runs(&runs))
@@ -403,6 +398,27 @@ impl ExecutionPlan for FragmentScanExec {
             stream,
         ))))
     }
+}
+
+/// The offsets in `runs` (in order, one mask slot each) where `mask` is
+/// true (NULL counts as false), walking the mask's set bits only.
+fn selected_offsets(runs: &[std::ops::Range<u64>], mask: &arrow_array::BooleanArray) -> Vec<u64> {
+    let bits = match arrow_array::Array::nulls(mask) {
+        Some(n) if n.null_count() > 0 => mask.values() & n.inner(),
+        _ => mask.values().clone(),
+    };
+    let mut out = Vec::with_capacity(bits.count_set_bits());
+    let mut at = 0usize;
+    for r in runs {
+        let len = (r.end - r.start) as usize;
+        out.extend(
+            bits.slice(at, len)
+                .set_indices()
+                .map(|i| r.start + i as u64),
+        );
+        at += len;
+    }
+    out
 }
 
 fn boolean(a: arrow_array::ArrayRef) -> Result<arrow_array::BooleanArray> {
@@ -500,5 +516,27 @@ where
     ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
         use futures::TryStreamExt;
         self.try_flatten().try_buffered(2).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selected_offsets;
+    use arrow_array::BooleanArray;
+
+    #[test]
+    fn selected_offsets_walk_runs_and_skip_nulls() {
+        // Two runs (3..6 and 10..13): six mask slots, one NULL.
+        let mask = BooleanArray::from(vec![
+            Some(true),
+            Some(false),
+            None,
+            Some(true),
+            Some(true),
+            Some(false),
+        ]);
+        assert_eq!(selected_offsets(&[3..6, 10..13], &mask), vec![3, 10, 11]);
+        let all = BooleanArray::from(vec![true; 4]);
+        assert_eq!(selected_offsets(&[0..1, 7..10], &all), vec![0, 7, 8, 9]);
     }
 }

@@ -63,7 +63,13 @@ fn match_args(args: &[Expr]) -> Option<(String, String, MatchOp, Option<String>)
 
 pub(crate) fn default_op(query: &str) -> MatchOp {
     let quoted = fathom_index::fts::search::split_slop(query).map_or(query, |(q, _)| q);
-    if quoted.len() >= 2 && quoted.starts_with('"') && quoted.ends_with('"') {
+    // One quoted phrase and nothing else (`"a b" c` or `"a" "b"` are
+    // boolean queries with phrase clauses).
+    if quoted.len() >= 2
+        && quoted.starts_with('"')
+        && quoted.ends_with('"')
+        && quoted.matches('"').count() == 2
+    {
         MatchOp::Phrase
     } else {
         MatchOp::Or
@@ -142,19 +148,7 @@ impl ScalarUDFImpl for TextMatchUdf {
                  a row-by-row predicate does not see; use fts(...)"
             )));
         }
-        let matches = |t: &str| -> bool {
-            if !probe.can_match() {
-                return false;
-            }
-            if op == MatchOp::Phrase {
-                let (tf, _, pos) = probe.row_positions(&analyzer, t);
-                let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
-                tf.iter().all(|f| *f > 0) && probe.phrase_at(&refs)
-            } else {
-                let (tf, len) = probe.row(&analyzer, t);
-                probe.score(&tf, len).is_some()
-            }
-        };
+        let matches = |t: &str| probe.matches_text(&analyzer, t);
         match &a[0] {
             ColumnarValue::Scalar(s) => {
                 let v = match s {

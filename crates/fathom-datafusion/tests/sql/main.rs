@@ -8,6 +8,7 @@ mod common;
 mod counts;
 mod flat;
 mod fts;
+mod fts_nested;
 mod indexes;
 mod plan_cache;
 mod pylance_compaction;

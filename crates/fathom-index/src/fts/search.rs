@@ -126,7 +126,7 @@ impl FtsSegment {
         top: &mut TopK,
     ) -> Result<SearchStats> {
         let mut stats = SearchStats::default();
-        if q.op == MatchOp::Phrase && !self.params.with_position {
+        if q.needs_positions() && !self.params.with_position {
             return Err(crate::error::Error::InvalidInput(format!(
                 "a phrase query needs positions: inverted index segment {} was built without \
                  them (CREATE INDEX ... USING INVERTED (col) WITH (with_position = true))",
@@ -185,6 +185,10 @@ impl FtsSegment {
                     c
                 })
                 .collect();
+            if q.tree.is_some() {
+                nested(part, q, cursors, allow, top, &mut stats)?;
+                continue;
+            }
             let (mut must, mut should, mut not) = (vec![], vec![], vec![]);
             for c in cursors {
                 match q.occur[c.term] {
@@ -323,6 +327,64 @@ fn wand(
             for c in cursors[..p].iter_mut() {
                 c.seek(pd, stats)?;
             }
+        }
+    }
+}
+
+/// A nested boolean query over one partition: every document holding a
+/// term that can make a row match is a candidate, its terms' frequencies
+/// (and positions, for phrases) gathered from the cursors and the query's
+/// clauses evaluated on them. Exhaustive (no block-max skipping): the
+/// clauses' bounds do not add up as a flat query's terms do.
+fn nested(
+    part: &Partition,
+    q: &Query,
+    cursors: Vec<Cursor>,
+    allow: &(dyn Fn(u64) -> bool + Sync),
+    top: &mut TopK,
+    stats: &mut SearchStats,
+) -> Result<()> {
+    let positive = q.positive_terms();
+    let (mut lead, mut rest): (Vec<Cursor>, Vec<Cursor>) =
+        cursors.into_iter().partition(|c| positive[c.term]);
+    let with_pos = q.needs_positions();
+    let mut tf = vec![0u32; q.terms.len()];
+    let mut pos: Vec<Vec<u32>> = vec![vec![]; q.terms.len()];
+    loop {
+        let d = lead.iter().map(|c| c.doc).min().unwrap_or(END);
+        if d == END {
+            return Ok(());
+        }
+        tf.fill(0);
+        for c in lead.iter_mut().chain(rest.iter_mut()) {
+            c.seek(d, stats)?;
+            if c.doc != d {
+                continue;
+            }
+            tf[c.term] = c.tf(stats)?;
+            if with_pos {
+                c.load_positions(stats)?;
+                pos[c.term].clear();
+                pos[c.term].extend_from_slice(c.positions_at(c.pos));
+            }
+        }
+        if with_pos {
+            for (p, f) in pos.iter_mut().zip(&tf) {
+                if *f == 0 {
+                    p.clear();
+                }
+            }
+        }
+        stats.docs_scored += 1;
+        let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
+        if let Some(s) = q.score_at(&tf, part.lens[d as usize], &refs) {
+            let addr = part.rowaddrs[d as usize];
+            if top.threshold().is_none_or(|t| s >= t) && allow(addr) {
+                top.push(Scored { addr, score: s });
+            }
+        }
+        for c in lead.iter_mut().filter(|c| c.doc == d) {
+            c.next(stats)?;
         }
     }
 }
