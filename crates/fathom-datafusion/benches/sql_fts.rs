@@ -288,6 +288,19 @@ async fn main() {
             filter: String::new(),
         },
         Q {
+            name: "nested: +\"a b\" (c d) -e",
+            q: format!(
+                "+\"{} {}\" ({} {}) -{}",
+                word(0),
+                word(1),
+                word_at(&df, n, 0.02),
+                word_at(&df, n, 0.01),
+                word_at(&df, n, 0.1)
+            ),
+            op: "OR",
+            filter: String::new(),
+        },
+        Q {
             name: "~1% word AND id range (B-tree)",
             q: one.clone(),
             op: "OR",

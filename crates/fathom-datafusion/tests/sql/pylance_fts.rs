@@ -145,6 +145,21 @@ fn queries(with_position: bool) -> Vec<(String, &'static str)> {
     ];
     if with_position {
         qs.extend([(format!("\"{} {}\"", vocab[0], vocab[1]), "PHRASE")]);
+        // Nested boolean queries: phrases and groups as clauses.
+        let v = &vocab;
+        qs.extend([
+            (format!("+\"{} {}\" {}", v[0], v[1], v[3]), "OR"),
+            (format!("+({} {}) -{}", v[1], v[4], v[0]), "OR"),
+            (format!("{} -\"{} {}\"", v[3], v[0], v[1]), "OR"),
+            (
+                format!(
+                    "({} +{}) ({} -{}) \"{} {}\"~1",
+                    v[0], v[1], v[2], v[3], v[1], v[0]
+                ),
+                "OR",
+            ),
+            (format!("{} ({} {})", v[0], v[1], v[2]), "AND"),
+        ]);
     }
     qs.extend([
         (vocab[0].clone(), "OR"),
@@ -198,6 +213,11 @@ async fn inverted_indexes_both_ways() {
         .await;
         assert!(plan.contains("index=body_idx"), "{plan}");
         for ((q, op), want) in qs.iter().zip(&t.results) {
+            // The nested queries are chosen to match rows.
+            assert!(
+                *op == "PHRASE" || !q.contains(['(', '"']) || !want.is_empty(),
+                "nested '{q}' matches nothing in pylance"
+            );
             let got = ours(&ctx, q, op, k).await;
             same(
                 &got,

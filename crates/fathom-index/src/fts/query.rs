@@ -173,6 +173,45 @@ impl Clause {
     }
 }
 
+/// Marks in `out` the terms every row matching `clauses` holds (those of
+/// required words and phrases, and of required groups' own required
+/// clauses).
+fn mark_required(clauses: &[(Occur, Clause)], out: &mut [bool]) {
+    for (o, c) in clauses {
+        if *o != Occur::Must {
+            continue;
+        }
+        match c {
+            Clause::Term(i) => out[*i] = true,
+            Clause::Phrase { phrase, .. } => phrase.iter().for_each(|(i, _)| out[*i] = true),
+            Clause::Group(g) => mark_required(g, out),
+            Clause::AnyOf(_) | Clause::Fuzzy(_) => {}
+        }
+    }
+}
+
+/// Counts in `out`, per term, the scored places it has (a phrase's
+/// distinct terms once each).
+fn count_scored(clauses: &[(Occur, Clause)], out: &mut [u32]) {
+    for (o, c) in clauses {
+        if *o == Occur::MustNot {
+            continue;
+        }
+        match c {
+            Clause::Term(i) => out[*i] += 1,
+            Clause::AnyOf(v) => v.iter().for_each(|i| out[*i] += 1),
+            Clause::Phrase { phrase, .. } => {
+                let mut seen: Vec<usize> = phrase.iter().map(|(i, _)| *i).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                seen.into_iter().for_each(|i| out[i] += 1);
+            }
+            Clause::Group(g) => count_scored(g, out),
+            Clause::Fuzzy(_) => {}
+        }
+    }
+}
+
 fn mark_positive(clauses: &[(Occur, Clause)], out: &mut [bool]) {
     for (o, c) in clauses {
         if *o != Occur::MustNot {
@@ -446,6 +485,32 @@ impl Query {
         }
     }
 
+    /// How a nested query's terms drive a search: per term, `Must` when
+    /// every match holds it, `Should` when it can make a row match,
+    /// `MustNot` otherwise (read only to evaluate the clauses). `None`
+    /// for a flat query, or when a term is scored in more than one place
+    /// (then the sum of the terms' scores does not bound a row's score).
+    pub fn nested_roles(&self) -> Option<Vec<Occur>> {
+        let t = self.tree.as_ref()?;
+        let mut times = vec![0u32; self.terms.len()];
+        count_scored(t, &mut times);
+        if times.iter().any(|n| *n > 1) {
+            return None;
+        }
+        let mut required = vec![false; self.terms.len()];
+        mark_required(t, &mut required);
+        let positive = self.positive_terms();
+        Some(
+            (0..self.terms.len())
+                .map(|i| match (required[i], positive[i]) {
+                    (true, _) => Occur::Must,
+                    (false, true) => Occur::Should,
+                    (false, false) => Occur::MustNot,
+                })
+                .collect(),
+        )
+    }
+
     /// Score of a row from the frequency and positions of each term (in
     /// `terms` order); `None` when it does not match.
     pub fn score_at(&self, tf: &[u32], len: u32, pos: &[&[u32]]) -> Option<f32> {
@@ -589,11 +654,6 @@ impl Query {
             return t.iter().any(|(o, _)| *o != Occur::MustNot);
         }
         self.occur.iter().any(|o| *o != Occur::MustNot)
-    }
-
-    /// Whether a row must hold term `i`.
-    pub(crate) fn required(&self, i: usize) -> bool {
-        self.occur[i] == Occur::Must
     }
 
     /// Analyzes `text` into deduplicated terms.

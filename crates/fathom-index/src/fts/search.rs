@@ -135,17 +135,25 @@ impl FtsSegment {
         }
         let seg_docs: usize = self.parts.iter().map(|p| p.num_docs()).sum();
         let seg_tokens: u64 = self.parts.iter().map(|p| p.total_tokens).sum();
+        // How each term drives the search: its part in a flat query; in
+        // a nested one, whether every match holds it, some may, or it is
+        // only read to evaluate the clauses.
+        let roles = match &q.tree {
+            None => Some(q.occur.clone()),
+            Some(_) => q.nested_roles(),
+        };
+        let role = |i: usize| roles.as_ref().map_or(Occur::Should, |r| r[i]);
         for part in &self.parts {
             let mut lists = Vec::new();
             for (i, t) in q.terms.iter().enumerate() {
                 if let Some(l) = part.posting(t, cache).await? {
                     lists.push((i, l));
-                } else if q.required(i) {
+                } else if role(i) == Occur::Must {
                     lists.clear();
                     break;
                 }
             }
-            if !lists.iter().any(|(i, _)| q.occur[*i] != Occur::MustNot) {
+            if !lists.iter().any(|(i, _)| role(*i) != Occur::MustNot) {
                 continue;
             }
             let part_tokens = part.total_tokens;
@@ -185,22 +193,33 @@ impl FtsSegment {
                     c
                 })
                 .collect();
-            if q.tree.is_some() {
+            if roles.is_none() {
                 nested(part, q, cursors, allow, top, &mut stats)?;
                 continue;
             }
             let (mut must, mut should, mut not) = (vec![], vec![], vec![]);
             for c in cursors {
-                match q.occur[c.term] {
+                match role(c.term) {
                     Occur::Must => must.push(c),
                     Occur::Should => should.push(c),
                     Occur::MustNot => not.push(c),
                 }
             }
+            // A nested query's sum of term scores bounds a row's score
+            // (each term is scored in one place at most): searched as a
+            // flat one, its clauses evaluated on each row that could
+            // enter, the other terms read only for that.
+            let tree = q.tree.as_ref().map(|_| TreeEval {
+                side: std::mem::take(&mut not),
+                tf: vec![0; q.terms.len()],
+                pos: vec![vec![]; q.terms.len()],
+                with_pos: q.needs_positions(),
+            });
             let mut extra = Extra {
                 should,
                 not,
                 should_ub: 0.0,
+                tree,
             };
             extra.should_ub = extra.should.iter().map(|c| c.ub).sum();
             if must.is_empty() {
@@ -242,6 +261,62 @@ struct Extra {
     not: Vec<Cursor>,
     /// Upper bound of the optional terms' summed score.
     should_ub: f32,
+    /// A nested query's clause evaluation.
+    tree: Option<TreeEval>,
+}
+
+/// Evaluates a nested query's clauses on a row the flat search found:
+/// the frequencies (and positions) of the terms at the row, from the
+/// cursors holding it and the cursors of the terms only read for this.
+struct TreeEval {
+    side: Vec<Cursor>,
+    tf: Vec<u32>,
+    pos: Vec<Vec<u32>>,
+    with_pos: bool,
+}
+
+impl TreeEval {
+    /// The row's score, `None` when it does not match; `placed` are the
+    /// search's cursors holding document `d`, each with its place in its
+    /// decoded block.
+    fn eval<'a>(
+        &mut self,
+        part: &Partition,
+        q: &Query,
+        d: u32,
+        placed: impl Iterator<Item = (&'a mut Cursor, usize)>,
+        stats: &mut SearchStats,
+    ) -> Result<Option<f32>> {
+        self.tf.fill(0);
+        let (tf, pos, with_pos) = (&mut self.tf, &mut self.pos, self.with_pos);
+        let mut take = |c: &mut Cursor, p: usize, stats: &mut SearchStats| -> Result<()> {
+            c.ensure(stats)?;
+            tf[c.term] = c.freqs[p];
+            if with_pos {
+                c.load_positions(stats)?;
+                pos[c.term].clear();
+                pos[c.term].extend_from_slice(c.positions_at(p));
+            }
+            Ok(())
+        };
+        for (c, p) in placed {
+            take(c, p, stats)?;
+        }
+        for c in self.side.iter_mut() {
+            c.seek(d, stats)?;
+            if c.doc == d {
+                let p = c.pos;
+                take(c, p, stats)?;
+            }
+        }
+        let refs: Vec<&[u32]> = self
+            .pos
+            .iter()
+            .zip(&self.tf)
+            .map(|(p, f)| if *f == 0 { &[][..] } else { p.as_slice() })
+            .collect();
+        Ok(q.score_at(&self.tf, part.lens[d as usize], &refs))
+    }
 }
 
 impl Extra {
@@ -318,7 +393,19 @@ fn wand(
             let s = score_at(part, q, cursors.iter_mut(), pd, stats)?;
             let addr = part.rowaddrs[pd as usize];
             if theta.is_none_or(|t| s >= t) && allow(addr) && !extra.excluded(pd, stats)? {
-                top.push(Scored { addr, score: s });
+                let s = match extra.tree.as_mut() {
+                    None => Some(s),
+                    Some(te) => {
+                        let placed = cursors.iter_mut().filter(|c| c.doc == pd).map(|c| {
+                            let p = c.pos;
+                            (c, p)
+                        });
+                        te.eval(part, q, pd, placed, stats)?
+                    }
+                };
+                if let Some(s) = s.filter(|s| theta.is_none_or(|t| *s >= t)) {
+                    top.push(Scored { addr, score: s });
+                }
             }
             for c in cursors.iter_mut().filter(|c| c.doc == pd) {
                 c.next(stats)?;
@@ -623,11 +710,26 @@ fn intersect(
                 continue;
             }
             let addr = part.rowaddrs[doc as usize];
-            if allow(addr)
-                && !extra.excluded(doc, stats)?
-                && (q.op != MatchOp::Phrase
+            if !allow(addr) || extra.excluded(doc, stats)? {
+                continue;
+            }
+            let s = match extra.tree.as_mut() {
+                None => (q.op != MatchOp::Phrase
                     || phrase_at_places(q, cursors, |i| at[i][j] as usize, stats)?)
-            {
+                .then_some(s),
+                Some(te) => {
+                    let placed = cursors
+                        .iter_mut()
+                        .enumerate()
+                        .map(|(i, c)| (c, at[i][j] as usize))
+                        .chain(extra.should.iter_mut().filter(|c| c.doc == doc).map(|c| {
+                            let p = c.pos;
+                            (c, p)
+                        }));
+                    te.eval(part, q, doc, placed, stats)?
+                }
+            };
+            if let Some(s) = s.filter(|s| top.threshold().is_none_or(|t| *s >= t)) {
                 top.push(Scored { addr, score: s });
             }
         }
