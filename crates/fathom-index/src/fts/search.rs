@@ -540,6 +540,7 @@ fn intersect(
             })
         })
         .collect();
+    let mut union: Vec<u32> = Vec::new();
     let mut d = cursors[0].doc;
     loop {
         // The window starts at the first document every cursor may hold:
@@ -587,7 +588,55 @@ fn intersect(
         // Where each cursor goes after the window (set once its block is
         // read; applied after the candidates, which read the blocks).
         next_at.fill(None);
-        {
+        // When the required terms' bounds in this window cannot reach the
+        // k-th score, a row needs an optional term: the candidates are
+        // the optional terms' documents (in the window, cut at the end of
+        // their current blocks), not the lead's.
+        let must_bound: f32 = cursors.iter().map(|c| c.bound_in(c.block)).sum();
+        let need_optional =
+            !extra.should.is_empty() && top.threshold().is_some_and(|t| loosen(must_bound) < t);
+        if need_optional {
+            union.clear();
+            let mut w_end = end;
+            let mut any = false;
+            for c in extra.should.iter_mut() {
+                c.seek(d, stats)?;
+                if c.doc == END {
+                    continue;
+                }
+                any = true;
+                c.ensure(stats)?;
+                w_end = w_end.min(c.last_doc(c.block));
+            }
+            if !any {
+                // No optional term is left: nothing more can enter.
+                return Ok(());
+            }
+            for c in extra.should.iter() {
+                if c.doc != END {
+                    union.extend(c.docs[c.pos..].iter().take_while(|x| **x <= w_end));
+                }
+            }
+            union.sort_unstable();
+            union.dedup();
+            end = w_end;
+            let lead = &mut cursors[0];
+            lead.ensure(stats)?;
+            let mut p = lead.pos;
+            let mut u = 0;
+            while p < lead.docs.len() && lead.docs[p] <= end {
+                let doc = lead.docs[p];
+                while u < union.len() && union[u] < doc {
+                    u += 1;
+                }
+                if u < union.len() && union[u] == doc {
+                    docs.push(doc);
+                    at[0].push(p as u32);
+                }
+                p += 1;
+            }
+            next_at[0] = Some(p);
+        } else {
             // The lead's documents in the window, less those whose
             // frequency alone (with every other term at its block maximum)
             // cannot reach the k-th score.
