@@ -151,7 +151,14 @@ impl FileIo {
             if !(merged[m].start <= r.start && r.end <= merged[m].end) {
                 m = merged.partition_point(|q| q.end < r.end);
             }
-            out.extend_from_slice(&fetched[m][local(&merged[m], r)]);
+            // A take's ranges are mostly one value each: copied as one
+            // load and store, not a call to `memcpy` per value.
+            let src = &fetched[m][local(&merged[m], r)];
+            match src.len() {
+                8 => out.push(u64::from_ne_bytes(src.try_into().unwrap())),
+                4 => out.push(u32::from_ne_bytes(src.try_into().unwrap())),
+                _ => out.extend_from_slice(src),
+            }
         }
         Ok(out)
     }
