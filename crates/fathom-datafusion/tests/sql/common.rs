@@ -95,3 +95,19 @@ pub async fn scan_count(ctx: &SessionContext, filter: &str) -> Vec<i64> {
     )
     .await
 }
+
+/// Appends `batch` to the latest version of table `t` of `ctx` (a Fathom
+/// table) as new fragments of at most `frag_rows` rows, outside SQL (the
+/// table sees them at its next version check).
+pub async fn append_to_t(ctx: &SessionContext, batch: RecordBatch, frag_rows: usize) {
+    let p = ctx.table_provider("t").await.unwrap();
+    let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
+    let ds = t.latest().await.unwrap();
+    let params = fathom_table::WriteParams {
+        max_rows_per_file: frag_rows,
+        ..Default::default()
+    };
+    fathom_table::Dataset::write(ds.uri(), &[batch], fathom_table::WriteMode::Append, params)
+        .await
+        .unwrap();
+}

@@ -250,6 +250,28 @@ impl Model {
         out
     }
 
+    /// Appends rows `ids` with `bodies` to the table `t` of `ctx` as
+    /// new (unindexed) fragments of at most `frag_rows` rows, and to the
+    /// model.
+    pub(super) async fn append(
+        &mut self,
+        ctx: &SessionContext,
+        ids: Vec<i64>,
+        bodies: Vec<Option<String>>,
+        frag_rows: usize,
+    ) {
+        super::common::append_to_t(ctx, batch(&ids, &bodies), frag_rows).await;
+        for (id, body) in ids.into_iter().zip(bodies) {
+            self.rows.push(Row {
+                id,
+                body,
+                live: true,
+                indexed: false,
+                fragment: 0,
+            });
+        }
+    }
+
     /// Records the fragment of every live row.
     pub(super) async fn refresh(&mut self, ctx: &SessionContext) {
         let b = ctx
@@ -578,8 +600,6 @@ async fn equals_brute_force_through_changes() {
             if step == 7 {
                 break;
             }
-            let p = ctx.table_provider("t").await.unwrap();
-            let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
             match rng.random_range(0..6) {
                 0 => {
                     let n = rng.random_range(20..300);
@@ -587,23 +607,7 @@ async fn equals_brute_force_through_changes() {
                     next_id += n;
                     let bodies: Vec<Option<String>> =
                         ids.iter().map(|_| body(&mut rng, &vocab)).collect();
-                    let ds = t.latest().await.unwrap();
-                    let params = WriteParams {
-                        max_rows_per_file: frag_rows,
-                        ..Default::default()
-                    };
-                    Dataset::write(ds.uri(), &[batch(&ids, &bodies)], WriteMode::Append, params)
-                        .await
-                        .unwrap();
-                    for (id, body) in ids.into_iter().zip(bodies) {
-                        m.rows.push(Row {
-                            id,
-                            body,
-                            live: true,
-                            indexed: false,
-                            fragment: 0,
-                        });
-                    }
+                    m.append(&ctx, ids, bodies, frag_rows).await;
                     log.push(format!("append {n}"));
                 }
                 1 => {

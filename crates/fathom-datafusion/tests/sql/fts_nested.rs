@@ -8,14 +8,13 @@ use std::collections::HashSet;
 
 use datafusion::prelude::SessionContext;
 use fathom_datafusion::sql::run_sql;
-use fathom_table::{Dataset, WriteMode, WriteParams};
+use fathom_table::WriteParams;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::common::ids;
 use super::fts::{
-    Model, Row, batch, body, holds_phrase, index_body, same, scored, setup, tokens, tokens_at,
-    vocabulary,
+    Model, Row, body, holds_phrase, index_body, same, scored, setup, tokens, tokens_at, vocabulary,
 };
 
 /// A clause: how it takes part (0 optional, 1 `+`, 2 `-`) and what it is.
@@ -229,26 +228,8 @@ async fn nested_queries_equal_brute_force() {
     let vocab = vocabulary();
     let ids: Vec<i64> = (10_000..10_200).collect();
     let bodies: Vec<Option<String>> = ids.iter().map(|_| body(&mut rng, &vocab)).collect();
-    let p = ctx.table_provider("t").await.unwrap();
-    let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
-    let ds = t.latest().await.unwrap();
-    Dataset::write(
-        ds.uri(),
-        &[batch(&ids, &bodies)],
-        WriteMode::Append,
-        WriteParams::default(),
-    )
-    .await
-    .unwrap();
-    for (id, body) in ids.into_iter().zip(bodies) {
-        m.rows.push(Row {
-            id,
-            body,
-            live: true,
-            indexed: false,
-            fragment: 0,
-        });
-    }
+    m.append(&ctx, ids, bodies, WriteParams::default().max_rows_per_file)
+        .await;
     run_sql(&ctx, "DELETE FROM t WHERE id % 9 = 4")
         .await
         .unwrap();

@@ -284,16 +284,7 @@ async fn equals_brute_force_through_changes() {
                     let n = rng.random_range(1..400);
                     let b = batch(next_id, n, &mut rng);
                     next_id += n as i64;
-                    let p = ctx.table_provider("t").await.unwrap();
-                    let t = p.downcast_ref::<fathom_datafusion::FathomTable>().unwrap();
-                    let ds = t.latest().await.unwrap();
-                    let params = WriteParams {
-                        max_rows_per_file: frag_rows,
-                        ..Default::default()
-                    };
-                    Dataset::write(ds.uri(), &[b], WriteMode::Append, params)
-                        .await
-                        .unwrap();
+                    super::common::append_to_t(&ctx, b, frag_rows).await;
                     log.push(format!("append {n}"));
                 }
                 1 => {

@@ -10,6 +10,7 @@
 pub mod analyzer;
 pub mod build;
 mod cursor;
+mod nested;
 pub mod posting;
 pub mod query;
 pub mod search;

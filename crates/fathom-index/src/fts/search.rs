@@ -17,6 +17,7 @@ use crate::cache::IndexCache;
 use crate::error::Result;
 
 use super::cursor::{BlockPositions, Cursor, END};
+use super::nested::{TreeEval, nested};
 pub use super::query::{Corpus, Fuzzy, MAX_EXPANSIONS, MatchOp, Occur, Query, accepts, split_slop};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -265,60 +266,6 @@ struct Extra {
     tree: Option<TreeEval>,
 }
 
-/// Evaluates a nested query's clauses on a row the flat search found:
-/// the frequencies (and positions) of the terms at the row, from the
-/// cursors holding it and the cursors of the terms only read for this.
-struct TreeEval {
-    side: Vec<Cursor>,
-    tf: Vec<u32>,
-    pos: Vec<Vec<u32>>,
-    with_pos: bool,
-}
-
-impl TreeEval {
-    /// The row's score, `None` when it does not match; `placed` are the
-    /// search's cursors holding document `d`, each with its place in its
-    /// decoded block.
-    fn eval<'a>(
-        &mut self,
-        part: &Partition,
-        q: &Query,
-        d: u32,
-        placed: impl Iterator<Item = (&'a mut Cursor, usize)>,
-        stats: &mut SearchStats,
-    ) -> Result<Option<f32>> {
-        self.tf.fill(0);
-        let (tf, pos, with_pos) = (&mut self.tf, &mut self.pos, self.with_pos);
-        let mut take = |c: &mut Cursor, p: usize, stats: &mut SearchStats| -> Result<()> {
-            c.ensure(stats)?;
-            tf[c.term] = c.freqs[p];
-            if with_pos {
-                c.load_positions(stats)?;
-                pos[c.term].clear();
-                pos[c.term].extend_from_slice(c.positions_at(p));
-            }
-            Ok(())
-        };
-        for (c, p) in placed {
-            take(c, p, stats)?;
-        }
-        for c in self.side.iter_mut() {
-            c.seek(d, stats)?;
-            if c.doc == d {
-                let p = c.pos;
-                take(c, p, stats)?;
-            }
-        }
-        let refs: Vec<&[u32]> = self
-            .pos
-            .iter()
-            .zip(&self.tf)
-            .map(|(p, f)| if *f == 0 { &[][..] } else { p.as_slice() })
-            .collect();
-        Ok(q.score_at(&self.tf, part.lens[d as usize], &refs))
-    }
-}
-
 impl Extra {
     /// Whether document `d` holds an excluded term.
     fn excluded(&mut self, d: u32, stats: &mut SearchStats) -> Result<bool> {
@@ -414,64 +361,6 @@ fn wand(
             for c in cursors[..p].iter_mut() {
                 c.seek(pd, stats)?;
             }
-        }
-    }
-}
-
-/// A nested boolean query over one partition: every document holding a
-/// term that can make a row match is a candidate, its terms' frequencies
-/// (and positions, for phrases) gathered from the cursors and the query's
-/// clauses evaluated on them. Exhaustive (no block-max skipping): the
-/// clauses' bounds do not add up as a flat query's terms do.
-fn nested(
-    part: &Partition,
-    q: &Query,
-    cursors: Vec<Cursor>,
-    allow: &(dyn Fn(u64) -> bool + Sync),
-    top: &mut TopK,
-    stats: &mut SearchStats,
-) -> Result<()> {
-    let positive = q.positive_terms();
-    let (mut lead, mut rest): (Vec<Cursor>, Vec<Cursor>) =
-        cursors.into_iter().partition(|c| positive[c.term]);
-    let with_pos = q.needs_positions();
-    let mut tf = vec![0u32; q.terms.len()];
-    let mut pos: Vec<Vec<u32>> = vec![vec![]; q.terms.len()];
-    loop {
-        let d = lead.iter().map(|c| c.doc).min().unwrap_or(END);
-        if d == END {
-            return Ok(());
-        }
-        tf.fill(0);
-        for c in lead.iter_mut().chain(rest.iter_mut()) {
-            c.seek(d, stats)?;
-            if c.doc != d {
-                continue;
-            }
-            tf[c.term] = c.tf(stats)?;
-            if with_pos {
-                c.load_positions(stats)?;
-                pos[c.term].clear();
-                pos[c.term].extend_from_slice(c.positions_at(c.pos));
-            }
-        }
-        if with_pos {
-            for (p, f) in pos.iter_mut().zip(&tf) {
-                if *f == 0 {
-                    p.clear();
-                }
-            }
-        }
-        stats.docs_scored += 1;
-        let refs: Vec<&[u32]> = pos.iter().map(|p| p.as_slice()).collect();
-        if let Some(s) = q.score_at(&tf, part.lens[d as usize], &refs) {
-            let addr = part.rowaddrs[d as usize];
-            if top.threshold().is_none_or(|t| s >= t) && allow(addr) {
-                top.push(Scored { addr, score: s });
-            }
-        }
-        for c in lead.iter_mut().filter(|c| c.doc == d) {
-            c.next(stats)?;
         }
     }
 }
