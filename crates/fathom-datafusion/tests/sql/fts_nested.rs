@@ -297,6 +297,20 @@ async fn nested_queries_equal_brute_force() {
         .await;
         same(&got, &want, None, &format!("fuzzy '{q}'{op}"));
     }
+    // Two quoted phrases are two optional phrase clauses, not one phrase
+    // `bab bod" "bod bab` (the string starts and ends with a quote).
+    let two = [
+        (0, Node::Phrase(vec!["bab".into(), "bod".into()], 0)),
+        (0, Node::Phrase(vec!["bod".into(), "bab".into()], 0)),
+    ];
+    let want = Bm25::new(&m).search(&m, &two, false);
+    assert!(!want.is_empty());
+    let got = scored(
+        &ctx,
+        "SELECT id, _score FROM fts('t', 'body', '\"bab bod\" \"bod bab\"') ORDER BY _score DESC, id",
+    )
+    .await;
+    same(&got, &want, None, "two phrases");
     let plan = super::common::text(
         &ctx,
         "EXPLAIN SELECT id FROM t WHERE text_match(body, '+(bab dok) -\"bad bag\"')",
