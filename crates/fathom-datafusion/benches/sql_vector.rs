@@ -167,6 +167,17 @@ async fn ours(ctx: &SessionContext, qs: &[Vec<f32>], filter: &str) -> (f64, Vec<
         for line in text.to_string().lines().filter(|l| l.contains("Exec")) {
             println!("{}", line.chars().take(400).collect::<String>());
         }
+        // `FATHOM_BENCH_PLAN_LOOP=n`: plan (not run) the first query n
+        // times (for a profiler).
+        if let Ok(n) = std::env::var("FATHOM_BENCH_PLAN_LOOP") {
+            let sql = sql_of(&qs[0], filter);
+            for _ in 0..n.parse::<usize>().unwrap() {
+                let df = ctx.sql(&sql).await.unwrap();
+                std::hint::black_box(df.create_physical_plan().await.unwrap());
+            }
+        }
+        let (a, b, c) = common::phases(ctx, &sql_of(&qs[0], filter), 200).await;
+        println!("  stages (medians, ms): sql {a:.3}, physical plan {b:.3}, run {c:.3}");
     }
     for q in qs {
         let sql = sql_of(q, filter);
@@ -319,23 +330,26 @@ async fn bench() {
         None => println!("{label:<34} {:>9.3} {:>9.2}", ours.0, ours.1),
     };
 
-    // Brute force both ways.
-    run_sql(&ctx, "SET fathom.exact_search = true")
-        .await
-        .unwrap();
-    let (ms, ids) = ours(&ctx, &qs[..5], "").await;
-    let py = pylance(&uri, scratch.path(), "IVF_FLAT", &qfile, &["flat"]);
-    row(
-        "brute force (no index)",
-        (recall(&ids, &want[..5]), ms),
-        py.as_ref().map(|p| {
-            let (ms, ids) = &p.configs["flat"];
-            (recall(&ids[..5], &want[..5]), *ms)
-        }),
-    );
-    run_sql(&ctx, "SET fathom.exact_search = false")
-        .await
-        .unwrap();
+    // Brute force both ways (skipped when `FATHOM_BENCH_CASE` names
+    // another case).
+    if std::env::var("FATHOM_BENCH_CASE").is_err() {
+        run_sql(&ctx, "SET fathom.exact_search = true")
+            .await
+            .unwrap();
+        let (ms, ids) = ours(&ctx, &qs[..5], "").await;
+        let py = pylance(&uri, scratch.path(), "IVF_FLAT", &qfile, &["flat"]);
+        row(
+            "brute force (no index)",
+            (recall(&ids, &want[..5]), ms),
+            py.as_ref().map(|p| {
+                let (ms, ids) = &p.configs["flat"];
+                (recall(&ids[..5], &want[..5]), *ms)
+            }),
+        );
+        run_sql(&ctx, "SET fathom.exact_search = false")
+            .await
+            .unwrap();
+    }
 
     let mut builds = vec![];
     for (kind, opts, cases) in [
@@ -389,6 +403,12 @@ async fn bench() {
         let py = pylance(&uri, scratch.path(), kind, &qfile, &cfg_refs);
         builds.push((kind, build, py.as_ref().map(|p| p.build_ms)));
         for ((label, np, rf, filter), cfg) in cases.iter().zip(&configs) {
+            // `FATHOM_BENCH_CASE="nprobes 20, refine 10"` runs that case only.
+            if let Ok(only) = std::env::var("FATHOM_BENCH_CASE")
+                && *label != only
+            {
+                continue;
+            }
             run_sql(&ctx, &format!("SET fathom.nprobes = {np}"))
                 .await
                 .unwrap();

@@ -17,7 +17,7 @@ use arrow_schema::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use fathom_index::vector::Metric;
 
@@ -175,9 +175,58 @@ fn distances(name: &str, metric: Metric, a: &Vectors, b: &Vectors) -> Result<Flo
     Ok(Float32Array::from(out))
 }
 
+/// A column name for a long vector literal: its first values, its length
+/// and a hash of all its values (FNV-1a over their bytes), e.g.
+/// `[0.12,-0.5,0.33,...128 values #5f0c2d9e8a1b7c43]`. DataFusion names
+/// an expression by printing it, and a plan's passes name each
+/// projection again: printing a 128-float query vector every time is
+/// most of what planning a vector search costs. `None` for anything but
+/// a literal list of more than 16 non-null numbers.
+fn vector_literal_name(e: &Expr) -> Option<String> {
+    const SHOWN: usize = 3;
+    let Expr::Literal(v, _) = e else {
+        return None;
+    };
+    let values: ArrayRef = match v {
+        ScalarValue::List(a) if a.len() == 1 => a.value(0),
+        ScalarValue::LargeList(a) if a.len() == 1 => a.value(0),
+        ScalarValue::FixedSizeList(a) if a.len() == 1 => a.value(0),
+        _ => return None,
+    };
+    let width = values.data_type().primitive_width()?;
+    if values.len() <= 16 || values.null_count() > 0 || !values.data_type().is_numeric() {
+        return None;
+    }
+    let data = values.to_data();
+    let bytes = data.buffers().first()?.as_slice();
+    let bytes = bytes.get(data.offset() * width..(data.offset() + data.len()) * width)?;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in bytes {
+        h = (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut name = String::from("[");
+    for i in 0..SHOWN {
+        name.push_str(&ScalarValue::try_from_array(&values, i).ok()?.to_string());
+        name.push(',');
+    }
+    name.push_str(&format!("...{} values #{h:016x}]", values.len()));
+    Some(name)
+}
+
 impl ScalarUDFImpl for DistanceUdf {
     fn name(&self) -> &str {
         self.name
+    }
+
+    /// `l2_distance(emb,[0.12,-0.5,0.33,...128 values #..])` for a long
+    /// vector literal (see [`vector_literal_name`]), DataFusion's name
+    /// otherwise.
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        let parts: Vec<String> = args
+            .iter()
+            .map(|a| vector_literal_name(a).unwrap_or_else(|| a.schema_name().to_string()))
+            .collect();
+        Ok(format!("{}({})", self.name, parts.join(",")))
     }
 
     fn signature(&self) -> &Signature {

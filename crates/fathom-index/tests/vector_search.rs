@@ -8,7 +8,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt64Type};
 use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use fathom_index::vector::{Metric, VectorKind, VectorParams, VectorSegment};
+use fathom_index::vector::{Metric, SearchOptions, VectorKind, VectorParams, VectorSegment};
 use fathom_index::{IndexCache, create_vector_index};
 use fathom_table::{Dataset, WriteMode, WriteParams};
 use rand::{Rng, SeedableRng};
@@ -45,7 +45,7 @@ fn table(seed: u64, n: usize) -> RecordBatch {
 }
 
 #[test]
-fn search_is_the_same_on_any_number_of_threads() {
+fn search_is_the_same_on_any_number_of_threads_with_or_without_skipping() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -77,17 +77,22 @@ fn search_is_the_same_on_any_number_of_threads() {
                 .to_vec()
         };
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        for kind in [
-            VectorKind::IvfFlat,
-            VectorKind::IvfSq,
-            VectorKind::IvfPq,
-            VectorKind::IvfHnswSq,
+        for (kind, metric) in [
+            (VectorKind::IvfFlat, Metric::L2),
+            (VectorKind::IvfSq, Metric::L2),
+            (VectorKind::IvfPq, Metric::L2),
+            (VectorKind::IvfHnswSq, Metric::L2),
+            (VectorKind::IvfFlat, Metric::Cosine),
+            (VectorKind::IvfSq, Metric::Cosine),
+            (VectorKind::IvfPq, Metric::Cosine),
+            (VectorKind::IvfPq, Metric::Dot),
         ] {
             let mut p = VectorParams::new(kind);
-            p.metric = Metric::L2;
+            p.metric = metric;
             p.num_partitions = Some(8);
             p.num_sub_vectors = Some(4);
-            let ds2 = create_vector_index(&ds, &format!("v{kind:?}"), "emb", p, None)
+            let name = format!("v{kind:?}{metric:?}");
+            let ds2 = create_vector_index(&ds, &name, "emb", p, None)
                 .await
                 .unwrap();
             let meta = ds2.manifest().indices.last().unwrap().clone();
@@ -95,30 +100,50 @@ fn search_is_the_same_on_any_number_of_threads() {
             let seg = VectorSegment::load(ds2.store(), ds2.root(), &meta, &cache)
                 .await
                 .unwrap();
+            let mut skipped = 0;
             for q in 0..6 {
                 let query = row(rng.random_range(0..all.num_rows()));
                 let query: Vec<f32> = query.iter().map(|x| x + 0.3 * q as f32).collect();
                 let k = [1, 10, 37][q % 3];
                 // Every third row is not allowed on odd queries.
                 let allow = |id: u64| q.is_multiple_of(2) || !id.is_multiple_of(3);
+                // One thread, every probed partition scored: the reference.
+                let whole = SearchOptions {
+                    threads: Some(1),
+                    skip: false,
+                };
                 let one = seg
-                    .search_split(&query, k, 8, 40, &cache, &allow, Some(1))
+                    .search_with(&query, k, 8, 40, &cache, &allow, whole)
                     .await
                     .unwrap();
                 assert!(one.1.partitions_probed == 8, "{kind:?}");
-                for threads in 2..=5 {
-                    let split = seg
-                        .search_split(&query, k, 8, 40, &cache, &allow, Some(threads))
-                        .await
-                        .unwrap();
-                    assert_eq!(split.0, one.0, "{kind:?} q{q} on {threads} threads");
-                    assert_eq!(split.1.candidates_scored, one.1.candidates_scored);
+                assert_eq!(one.1.partitions_skipped, 0);
+                for threads in 1..=5 {
+                    for skip in [false, true] {
+                        let opts = SearchOptions {
+                            threads: Some(threads),
+                            skip,
+                        };
+                        let split = seg
+                            .search_with(&query, k, 8, 40, &cache, &allow, opts)
+                            .await
+                            .unwrap();
+                        assert_eq!(
+                            split.0, one.0,
+                            "{kind:?} q{q} on {threads} threads, skip {skip}"
+                        );
+                        assert_eq!(split.1.partitions_probed, 8);
+                        skipped += split.1.partitions_skipped;
+                        if !skip {
+                            assert_eq!(split.1.candidates_scored, one.1.candidates_scored);
+                        }
+                    }
                 }
                 if kind == VectorKind::IvfFlat {
                     // Brute force: exact distances, nearest first, ties by id.
                     let mut want: Vec<(u64, f32)> = (0..all.num_rows())
                         .filter(|i| allow(addrs.value(*i)))
-                        .map(|i| (addrs.value(i), Metric::L2.distance(&query, &row(i))))
+                        .map(|i| (addrs.value(i), metric.distance(&query, &row(i))))
                         .collect();
                     want.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
                     want.truncate(k);
@@ -130,6 +155,15 @@ fn search_is_the_same_on_any_number_of_threads() {
                     }
                 }
             }
+            // Skipping is exercised where scores are squared distances
+            // (not dot; not IVF_FLAT's 1 - cos).
+            let can_skip =
+                metric == Metric::L2 || (metric == Metric::Cosine && kind != VectorKind::IvfFlat);
+            assert_eq!(
+                skipped > 0,
+                can_skip,
+                "{kind:?} {metric:?}: {skipped} skipped"
+            );
         }
     });
 }

@@ -224,6 +224,7 @@ impl ExecutionPlan for KnnExec {
         let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let counters = Counters {
             probed: m("partitions_probed"),
+            skipped: m("partitions_skipped"),
             scored: m("candidates_scored"),
             brute: m("rows_brute_forced"),
             allowed: m("rows_allowed"),
@@ -250,6 +251,7 @@ impl ExecutionPlan for KnnExec {
 
 struct Counters {
     probed: datafusion::physical_plan::metrics::Count,
+    skipped: datafusion::physical_plan::metrics::Count,
     scored: datafusion::physical_plan::metrics::Count,
     brute: datafusion::physical_plan::metrics::Count,
     allowed: datafusion::physical_plan::metrics::Count,
@@ -364,6 +366,7 @@ impl KnnRun {
                     .await
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 c.probed.add(stats.partitions_probed);
+                c.skipped.add(stats.partitions_skipped);
                 c.scored.add(stats.candidates_scored);
                 c.excluded.add(stats.rows_excluded);
                 candidates.extend(

@@ -17,4 +17,4 @@ pub use build::{ProgressFn, Training, build_vector_segment, vector_dim};
 pub use distance::Metric;
 pub use model::{Model, VectorKind, VectorParams};
 pub use nearest::{Nearest, Ordered};
-pub use segment::{SearchStats, VectorSegment, declared, is_vector};
+pub use segment::{SearchOptions, SearchStats, VectorSegment, declared, is_vector};

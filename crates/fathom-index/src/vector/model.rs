@@ -375,6 +375,15 @@ pub fn sq_code(x: f32, start: f32, end: f32) -> u8 {
     ((x - start) / span * 255.0).floor().clamp(0.0, 255.0) as u8
 }
 
+/// `v`'s place in SQ code space (codes are this, floored and clipped).
+pub fn sq_place(v: &[f32], start: f32, end: f32) -> Vec<f32> {
+    let span = end - start;
+    if span <= 0.0 {
+        return vec![0.0; v.len()];
+    }
+    v.iter().map(|x| (x - start) / span * 255.0).collect()
+}
+
 /// Approximate distances of one partition's rows to a query.
 pub enum Scorer {
     Flat,

@@ -45,6 +45,15 @@ impl Nearest {
                 && self.heap.peek().is_some_and(|top| (Ordered(d), id) >= *top))
     }
 
+    /// The k-th distance once k pairs are kept.
+    pub fn kth(&self) -> Option<f32> {
+        if self.k == 0 || self.heap.len() < self.k {
+            None
+        } else {
+            self.heap.peek().map(|top| top.0.0)
+        }
+    }
+
     #[inline]
     pub fn push(&mut self, d: f32, id: u64) {
         if self.rejects(d, id) {

@@ -3,6 +3,7 @@
 //! (only those probed) and kept in the [`IndexCache`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt8Type, UInt64Type};
@@ -13,11 +14,11 @@ use object_store::path::Path;
 use prost::Message;
 
 use super::build::{AUX_FILE, INDEX_FILE, code_l2};
-use super::distance::Metric;
+use super::distance::{Metric, l2_squared};
 use super::hnsw;
 use super::kmeans::Centroids;
-use super::model::sq_code;
 use super::model::{Model, PQ_CODES, Quantizer, VectorKind};
+use super::model::{sq_code, sq_place};
 use super::nearest::Nearest;
 use super::pb;
 use crate::cache::IndexCache;
@@ -67,12 +68,20 @@ struct Partition {
     flat: Vec<f32>,
     codes: Vec<u8>,
     graph: Option<hnsw::Graph>,
+    /// The largest Euclidean distance from the partition's reference
+    /// point to one of its rows, in the space the scores are squared
+    /// distances in (see [`VectorSegment::radius`]); infinite where the
+    /// scores are not such distances.
+    radius: f32,
 }
 
 /// What a search did.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SearchStats {
     pub partitions_probed: usize,
+    /// Probed partitions not scored: every row of theirs lies farther
+    /// than the k-th distance already found (triangle inequality).
+    pub partitions_skipped: usize,
     pub candidates_scored: usize,
     /// Rows near enough to take a place that the allow-list rejected.
     pub rows_excluded: usize,
@@ -305,12 +314,13 @@ impl VectorSegment {
         }
         let n = self.lengths[p] as u64;
         let start = self.offsets[p];
-        let part = if n == 0 {
+        let mut part = if n == 0 {
             Partition {
                 ids: vec![],
                 flat: vec![],
                 codes: vec![],
                 graph: None,
+                radius: f32::INFINITY,
             }
         } else {
             let b = self.aux.read_range(start..start + n, None).await?;
@@ -322,6 +332,7 @@ impl VectorSegment {
                     flat: vals.as_primitive::<Float32Type>().values().to_vec(),
                     codes: vec![],
                     graph: None,
+                    radius: f32::INFINITY,
                 },
                 Quantizer::Pq { m, .. } if !self.transposed => {
                     let c = vals.as_primitive::<UInt8Type>().values();
@@ -330,6 +341,7 @@ impl VectorSegment {
                         flat: vec![],
                         codes: transpose(c, n as usize, m),
                         graph: None,
+                        radius: f32::INFINITY,
                     }
                 }
                 _ => Partition {
@@ -340,9 +352,11 @@ impl VectorSegment {
                     ids,
                     flat: vec![],
                     codes: vals.as_primitive::<UInt8Type>().values().to_vec(),
+                    radius: f32::INFINITY,
                 },
             }
         };
+        part.radius = self.radius(p, &part);
         let part = Arc::new(part);
         let bytes = part.ids.len() * 8 + part.flat.len() * 4 + part.codes.len();
         cache.insert(key, part.clone(), bytes);
@@ -428,6 +442,100 @@ impl VectorSegment {
         Ok(graph)
     }
 
+    /// Partition `p`'s radius: the largest Euclidean distance from its
+    /// reference point to a row, measured where the partition's scores
+    /// are squared Euclidean distances (times a constant):
+    /// - IVF_FLAT, l2: the stored vectors, around the centroid;
+    /// - IVF_PQ, l2 and cosine: the reconstructions (centroid plus
+    ///   decoded residual), around the centroid: the norm of the decoded
+    ///   residual, from the codewords' norms;
+    /// - IVF_SQ and IVF_HNSW_SQ, l2 and cosine: code space, around the
+    ///   centroid's place there.
+    ///
+    /// Infinite (never skipped) for dot, and for IVF_FLAT with cosine
+    /// (1 - cos is half a squared distance only between non-zero
+    /// vectors).
+    fn radius(&self, p: usize, part: &Partition) -> f32 {
+        let model = &self.model;
+        let n = part.ids.len();
+        if model.metric == Metric::Dot || n == 0 {
+            return f32::INFINITY;
+        }
+        let c = model.centroids.row(p);
+        let dim = model.dim;
+        let mut max = 0f32;
+        match &model.quantizer {
+            Quantizer::Flat if model.metric == Metric::L2 => {
+                for x in part.flat.chunks_exact(dim) {
+                    max = max.max(l2_squared(x, c));
+                }
+            }
+            Quantizer::Flat => return f32::INFINITY,
+            Quantizer::Pq { m, codebook } => {
+                let sub = dim / m;
+                let norms: Vec<f32> = codebook
+                    .chunks_exact(sub)
+                    .map(|y| y.iter().map(|v| v * v).sum())
+                    .collect();
+                let mut acc = vec![0f32; n];
+                for j in 0..*m {
+                    let t = &norms[j * PQ_CODES..(j + 1) * PQ_CODES];
+                    for (a, code) in acc.iter_mut().zip(&part.codes[j * n..(j + 1) * n]) {
+                        *a += t[*code as usize];
+                    }
+                }
+                max = acc.into_iter().fold(0f32, f32::max);
+            }
+            Quantizer::Sq { start, end } => {
+                let at = sq_place(c, *start, *end);
+                for x in part.codes.chunks_exact(dim) {
+                    let d: f32 = x
+                        .iter()
+                        .zip(&at)
+                        .map(|(x, y)| (*x as f32 - y) * (*x as f32 - y))
+                        .sum();
+                    max = max.max(d);
+                }
+            }
+        }
+        if max.is_finite() {
+            max.sqrt()
+        } else {
+            f32::INFINITY
+        }
+    }
+
+    /// A lower bound on the score of every row of partition `p` (radius
+    /// `radius`) for the prepared query `q` (`qc`: its SQ codes), by the
+    /// triangle inequality, made smaller by a margin that covers f32
+    /// rounding; zero when the query may be as near as the partition's
+    /// rows.
+    fn score_floor(&self, q: &[f32], qc: &[u8], p: usize, radius: f32) -> f32 {
+        if !radius.is_finite() {
+            return 0.0;
+        }
+        let model = &self.model;
+        let c = model.centroids.row(p);
+        let (dist, scale) = match &model.quantizer {
+            Quantizer::Sq { start, end } => {
+                let at = sq_place(c, *start, *end);
+                let d: f32 = qc
+                    .iter()
+                    .zip(&at)
+                    .map(|(x, y)| (*x as f32 - y) * (*x as f32 - y))
+                    .sum();
+                (d.sqrt(), ((end - start) / 255.0).powi(2))
+            }
+            _ => (l2_squared(q, c).sqrt(), 1.0),
+        };
+        let gap = dist - radius - 1e-4 * (dist + radius);
+        if gap > 0.0 && gap.is_finite() {
+            gap * gap * scale * (1.0 - 1e-4)
+        } else {
+            0.0
+        }
+    }
+
     /// Scores partition `p` (`part`) for the prepared query `q` into `top`.
     #[allow(clippy::too_many_arguments)]
     fn score_partition(
@@ -502,16 +610,22 @@ impl VectorSegment {
         cache: &IndexCache,
         allow: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
-        self.search_split(query, k, nprobes, ef, cache, allow, None)
-            .await
+        self.search_with(
+            query,
+            k,
+            nprobes,
+            ef,
+            cache,
+            allow,
+            SearchOptions::default(),
+        )
+        .await
     }
 
-    /// [`search`](Self::search) with the probed partitions split into
-    /// `threads` groups scored on their own threads (`None`: every core
-    /// once [`PARALLEL_ROWS`] rows are probed, else one). The result does
-    /// not depend on the split.
+    /// [`search`](Self::search) with options: the result does not depend
+    /// on them.
     #[allow(clippy::too_many_arguments)]
-    pub async fn search_split(
+    pub async fn search_with(
         &self,
         query: &[f32],
         k: usize,
@@ -519,7 +633,7 @@ impl VectorSegment {
         ef: usize,
         cache: &IndexCache,
         allow: &(dyn Fn(u64) -> bool + Sync),
-        threads: Option<usize>,
+        opts: SearchOptions,
     ) -> Result<(Vec<(u64, f32)>, SearchStats)> {
         let model = &self.model;
         if query.len() != model.dim {
@@ -537,11 +651,16 @@ impl VectorSegment {
             parts.push((p, self.partition(p, cache).await?));
         }
         // Partitions are scored on every core when there are enough rows
-        // to pay for the threads: contiguous groups of about equal rows,
-        // each with its own top k, merged after. The k smallest (distance,
-        // id) pairs are the same whichever thread saw them.
+        // to pay for the threads, each thread taking the next partition
+        // in nearest-first order into its own top k, merged after: the k
+        // smallest (distance, id) pairs are the same whichever thread saw
+        // them. A partition whose every row lies farther than the k-th
+        // distance some thread already holds (its score floor) is
+        // skipped: none of its rows could take a place, so the result is
+        // the one scoring it would give.
         let rows: usize = parts.iter().map(|(_, p)| p.ids.len()).sum();
-        let threads = threads
+        let threads = opts
+            .threads
             .unwrap_or_else(|| {
                 if rows >= PARALLEL_ROWS {
                     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -551,36 +670,55 @@ impl VectorSegment {
             })
             .min(parts.len())
             .max(1);
-        let mut groups: Vec<&[(usize, Arc<Partition>)]> = Vec::with_capacity(threads);
-        let (mut start, mut acc) = (0, 0);
-        for (i, (_, part)) in parts.iter().enumerate() {
-            acc += part.ids.len();
-            if acc * threads >= rows * (groups.len() + 1) && groups.len() + 1 < threads {
-                groups.push(&parts[start..=i]);
-                start = i + 1;
-            }
-        }
-        groups.push(&parts[start..]);
-        let run = |g: &[(usize, Arc<Partition>)]| {
+        let qc: Vec<u8> = match &model.quantizer {
+            Quantizer::Sq { start, end } => q.iter().map(|x| sq_code(*x, *start, *end)).collect(),
+            _ => Vec::new(),
+        };
+        let floors: Vec<f32> = parts
+            .iter()
+            .map(|(p, part)| {
+                if opts.skip {
+                    self.score_floor(&q, &qc, *p, part.radius)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        // The least k-th distance any thread holds (f32 bits: scores whose
+        // floors are not zero are non-negative, ordered as their bits).
+        let bound = AtomicU32::new(f32::INFINITY.to_bits());
+        let next = AtomicUsize::new(0);
+        let run = || {
             let mut top = Nearest::new(k);
             let mut stats = SearchStats::default();
-            for (p, part) in g {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((p, part)) = parts.get(i) else { break };
+                if floors[i] > f32::from_bits(bound.load(Ordering::Relaxed)) {
+                    stats.partitions_probed += 1;
+                    stats.partitions_skipped += 1;
+                    continue;
+                }
                 self.score_partition(&q, *p, part, k, ef, allow, &mut top, &mut stats);
+                if let Some(kth) = top.kth()
+                    && kth >= 0.0
+                {
+                    bound.fetch_min(kth.to_bits(), Ordering::Relaxed);
+                }
             }
             (top, stats)
         };
-        let done: Vec<(Nearest, SearchStats)> = if groups.len() == 1 {
-            vec![run(groups[0])]
+        let done: Vec<(Nearest, SearchStats)> = if threads == 1 {
+            vec![run()]
         } else {
             std::thread::scope(|s| {
-                let handles: Vec<_> = groups[1..]
-                    .iter()
-                    .map(|g| {
+                let handles: Vec<_> = (1..threads)
+                    .map(|_| {
                         let run = &run;
-                        s.spawn(move || run(g))
+                        s.spawn(run)
                     })
                     .collect();
-                let mut v = vec![run(groups[0])];
+                let mut v = vec![run()];
                 v.extend(handles.into_iter().map(|h| h.join().unwrap()));
                 v
             })
@@ -589,11 +727,31 @@ impl VectorSegment {
         let mut stats = SearchStats::default();
         for (t, s) in done {
             stats.partitions_probed += s.partitions_probed;
+            stats.partitions_skipped += s.partitions_skipped;
             stats.candidates_scored += s.candidates_scored;
             stats.rows_excluded += s.rows_excluded;
             top.merge(t);
         }
         Ok((top.into_sorted(), stats))
+    }
+}
+
+/// How [`VectorSegment::search_with`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchOptions {
+    /// Threads scoring partitions (`None`: every core once
+    /// [`PARALLEL_ROWS`] rows are probed, else one).
+    pub threads: Option<usize>,
+    /// Skip partitions whose rows all lie beyond the k-th distance found.
+    pub skip: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            threads: None,
+            skip: true,
+        }
     }
 }
 
