@@ -17,7 +17,7 @@ use super::build::{AUX_FILE, INDEX_FILE, code_l2};
 use super::distance::{Metric, l2_squared};
 use super::hnsw;
 use super::kmeans::Centroids;
-use super::model::{Model, PQ_CODES, Quantizer, VectorKind};
+use super::model::{Model, PQ_CODES, Quantizer, VectorKind, pq_columns};
 use super::model::{sq_code, sq_place};
 use super::nearest::Nearest;
 use super::pb;
@@ -36,6 +36,8 @@ pub struct VectorSegment {
     transposed: bool,
     /// IVF_HNSW_SQ: where each partition's graph is in `index.idx`.
     graphs: Option<GraphFile>,
+    /// IVF_PQ: the codebook as columns ([`pq_columns`]).
+    pq_columns: Vec<f32>,
 }
 
 /// The graphs of an IVF_HNSW_SQ segment: `index.idx`, each partition's
@@ -278,6 +280,10 @@ impl VectorSegment {
         } else {
             None
         };
+        let pq_columns = match &quantizer {
+            Quantizer::Pq { m, codebook } => pq_columns(codebook, *m),
+            _ => Vec::new(),
+        };
         let seg = Arc::new(VectorSegment {
             uuid: meta.uuid,
             model: Arc::new(Model {
@@ -298,8 +304,9 @@ impl VectorSegment {
             aux,
             transposed,
             graphs,
+            pq_columns,
         });
-        cache.insert(key, seg.clone(), (k * dim + PQ_CODES * dim) * 4);
+        cache.insert(key, seg.clone(), (k * dim + 2 * PQ_CODES * dim) * 4);
         Ok(seg)
     }
 
@@ -548,6 +555,7 @@ impl VectorSegment {
         allow: &(dyn Fn(u64) -> bool + Sync),
         top: &mut Nearest,
         stats: &mut SearchStats,
+        scratch: &mut Vec<f32>,
     ) {
         let model = &self.model;
         stats.partitions_probed += 1;
@@ -557,7 +565,7 @@ impl VectorSegment {
         }
         // A graph search that would keep every row scores them all.
         let graph = part.graph.as_ref().filter(|_| ef.max(k) < n);
-        let mut offer = |i: usize, dist: f32| {
+        let offer = |top: &mut Nearest, stats: &mut SearchStats, i: usize, dist: f32| {
             let id = part.ids[i];
             if top.rejects(dist, id) {
                 return;
@@ -578,20 +586,39 @@ impl VectorSegment {
                     let c = &codes[node as usize * dim..(node as usize + 1) * dim];
                     code_l2(&qc, c) * s2
                 };
+                let prefetch = |node: u32| {
+                    if let Some(c) = codes.get(node as usize * dim..(node as usize + 1) * dim) {
+                        prefetch_bytes(c);
+                    }
+                };
                 let ids = &part.ids;
-                let found = hnsw::search(g, n, &dist, k, ef, &|node| allow(ids[node as usize]));
+                let found = hnsw::search(g, n, &dist, &prefetch, k, ef, &|node| {
+                    allow(ids[node as usize])
+                });
                 let found_n = found.len();
                 for (d, node) in found {
-                    offer(node as usize, d);
+                    offer(top, stats, node as usize, d);
                 }
                 stats.candidates_scored += found_n;
             }
             _ => {
-                let d = model
-                    .scorer(q, p)
-                    .score(model.metric, q, n, &part.flat, &part.codes);
-                for (i, dist) in d.into_iter().enumerate() {
-                    offer(i, dist);
+                model.scorer(q, p, &self.pq_columns).score_into(
+                    model.metric,
+                    q,
+                    n,
+                    &part.flat,
+                    &part.codes,
+                    scratch,
+                );
+                // Rows farther than the k-th kept distance cannot take a
+                // place (equal ones may, by a lower id): one comparison.
+                let mut bound = top.kth().unwrap_or(f32::INFINITY);
+                for (i, dist) in scratch.iter().enumerate() {
+                    if *dist > bound {
+                        continue;
+                    }
+                    offer(top, stats, i, *dist);
+                    bound = top.kth().unwrap_or(f32::INFINITY);
                 }
                 stats.candidates_scored += n;
             }
@@ -691,6 +718,7 @@ impl VectorSegment {
         let run = || {
             let mut top = Nearest::new(k);
             let mut stats = SearchStats::default();
+            let mut scratch = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some((p, part)) = parts.get(i) else { break };
@@ -699,7 +727,17 @@ impl VectorSegment {
                     stats.partitions_skipped += 1;
                     continue;
                 }
-                self.score_partition(&q, *p, part, k, ef, allow, &mut top, &mut stats);
+                self.score_partition(
+                    &q,
+                    *p,
+                    part,
+                    k,
+                    ef,
+                    allow,
+                    &mut top,
+                    &mut stats,
+                    &mut scratch,
+                );
                 if let Some(kth) = top.kth()
                     && kth >= 0.0
                 {
@@ -753,6 +791,24 @@ impl Default for SearchOptions {
             skip: true,
         }
     }
+}
+
+/// Asks the CPU to bring `bytes` into its caches (a hint: never faults,
+/// changes nothing).
+#[inline]
+fn prefetch_bytes(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch reads nothing the program sees and cannot
+        // fault; the address is inside `bytes`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr() as *const i8
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// Partitions are scored on several cores from this many rows probed.
