@@ -11,10 +11,12 @@ pub mod kmeans;
 pub mod model;
 pub mod nearest;
 pub mod pb;
+pub mod search;
 pub mod segment;
 
 pub use build::{ProgressFn, Training, build_vector_segment, vector_dim};
 pub use distance::Metric;
 pub use model::{Model, VectorKind, VectorParams};
 pub use nearest::{Nearest, Ordered};
-pub use segment::{SearchOptions, SearchStats, VectorSegment, declared, is_vector};
+pub use search::{SearchOptions, SearchStats};
+pub use segment::{VectorSegment, declared, is_vector};
