@@ -423,6 +423,61 @@ async fn clear_errors() {
     assert!(plan.contains("exact (brute force)"), "{plan}");
 }
 
+/// A distance over a vector literal longer than 16 numbers names its
+/// column by the first values, the length and a hash: different vectors
+/// get different names (both can be selected), the same vector the same
+/// name, and the values are those of the literals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_vector_literals_name_columns_briefly() {
+    let ctx = new_session(None).unwrap();
+    let a: Vec<f32> = (0..20).map(|i| i as f32 / 4.0).collect();
+    let mut b = a.clone();
+    b[19] += 1.0;
+    let zero = vec_literal(&[0.0; 20]);
+    let sql = format!(
+        "SELECT l2_distance({}, {zero}), l2_distance({}, {zero}), l2_distance({}, {zero})",
+        vec_literal(&a),
+        vec_literal(&b),
+        vec_literal(&a)
+    );
+    let e = run_sql(&ctx, &sql).await.unwrap_err().to_string();
+    // The first and third are the same expression: DataFusion refuses the
+    // duplicate name, as it does for any repeated expression.
+    assert!(e.contains("unique expression names"), "{e}");
+    let sql = format!(
+        "SELECT l2_distance({}, {zero}), l2_distance({}, {zero})",
+        vec_literal(&a),
+        vec_literal(&b)
+    );
+    let df = ctx.sql(&sql).await.unwrap();
+    let names: Vec<String> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_ne!(names[0], names[1]);
+    for n in &names {
+        assert!(
+            n.starts_with("l2_distance([0,0.25,0.5,...20 values #"),
+            "{n}"
+        );
+        assert!(n.len() < 120, "{n}");
+    }
+    let b0 = df.collect().await.unwrap();
+    let got = |c: usize| b0[0].column(c).as_primitive::<Float32Type>().value(0);
+    let zeros = [0.0f32; 20];
+    assert!((got(0) - l2(&a, &zeros)).abs() < 1e-3);
+    assert!((got(1) - l2(&b, &zeros)).abs() < 1e-3);
+    // Short literals keep DataFusion's own name.
+    let df = ctx
+        .sql("SELECT l2_distance([1.0, 2.0], [0.0, 0.0])")
+        .await
+        .unwrap();
+    let name = df.schema().field(0).name().clone();
+    assert!(!name.contains("values #"), "{name}");
+}
+
 /// Found with the overlay work: rebuilding a vector search node with its
 /// own children (as optimizer rules do) dropped its brute-force input
 /// when it had no prefilter, losing the unindexed fragments' rows.
